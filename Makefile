@@ -1,0 +1,52 @@
+# Every target sets up .venv itself, so a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+IMAGE ?= ghcr.io/pytorchjob-kit/trainer
+VARIANT ?= cpu
+
+.PHONY: venv test lint golden docs demo bench image clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[trainer,cluster,test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: venv
+	$(PY) -m pytest -q
+
+# The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
+# validation of every scenario, and a security scan of the operator chart.
+lint: venv
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[lint]'
+	$(PY) -m tests.lint
+
+# Refresh the golden snapshots after a deliberate template change; review the diff.
+golden: venv
+	$(PY) -m tests.golden
+
+# Regenerate the charts' README parameter tables from their values.yaml.
+docs: venv
+	$(PY) -m generator.chartdoc charts/pytorchjob charts/pytorch-operator
+
+demo: venv
+	$(PY) -m generator values --name demo --workers 2 --cpu 1 --memory 1Gi --output-size 1Gi \
+		--arg=--dataset=digits --arg=--epochs=8 -o runs/demo-values.yaml
+	@echo "--- runs/demo-values.yaml"; cat runs/demo-values.yaml
+	$(PY) -m generator render runs/demo-values.yaml --release demo -o runs/demo-manifests.yaml
+	$(PY) -m generator run runs/demo-values.yaml --release demo
+
+bench: venv
+	$(PY) -m generator.bench
+	$(PY) -m trainer.bench
+
+image:
+	docker build -f trainer/Dockerfile --build-arg VARIANT=$(VARIANT) -t $(IMAGE):$(VARIANT) .
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,118 @@
+{{/* Chart name, overridable. */}}
+{{- define "pytorchjob.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release full name; the release name alone when it already contains the chart name. */}}
+{{- define "pytorchjob.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pytorchjob.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pytorchjob.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pytorchjob.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "pytorchjob.labels" -}}
+helm.sh/chart: {{ include "pytorchjob.chart" . }}
+{{ include "pytorchjob.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: training
+{{- end -}}
+
+{{/*
+The job name. Pods are named <job>-master-0 and <job>-worker-<i>, and the operator
+makes a Service of the same name for each, so the name must leave room for the
+longest suffix within a 63-character DNS label.
+*/}}
+{{- define "pytorchjob.jobName" -}}
+{{- $name := default (include "pytorchjob.fullname" .) .Values.job.name -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "job.name: %q is not a DNS-1035 label; use lower-case letters, digits and '-', starting with a letter and ending with a letter or digit" $name) -}}
+{{- end -}}
+{{- $suffix := "-master-0" -}}
+{{- if gt (int .Values.topology.workers) 0 -}}
+{{- $suffix = printf "-worker-%d" (sub (int .Values.topology.workers) 1) -}}
+{{- end -}}
+{{- if gt (add (len $name) (len $suffix)) 63 -}}
+{{- fail (printf "job.name: %q (%d characters) leaves no room for the pod name %s%s within 63 characters; use at most %d characters" $name (len $name) $name $suffix (sub 63 (len $suffix))) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{- define "pytorchjob.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pytorchjob.outputClaim" -}}
+{{- default (printf "%s-output" (include "pytorchjob.jobName" .)) .Values.output.existingClaim -}}
+{{- end -}}
+
+{{/* GPUs of one role ("master" or "worker"): the role's own count, else the shared one. */}}
+{{- define "pytorchjob.roleGpus" -}}
+{{- $role := index .root.Values .role -}}
+{{- if kindIs "invalid" $role.resources.gpus -}}
+{{- int .root.Values.resources.gpus -}}
+{{- else -}}
+{{- int $role.resources.gpus -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The resolved backend: auto becomes nccl only when every rendered role has GPUs. */}}
+{{- define "pytorchjob.backend" -}}
+{{- $b := .Values.topology.backend -}}
+{{- if eq $b "auto" -}}
+{{- $all := true -}}
+{{- if .Values.topology.master -}}
+{{- if eq (include "pytorchjob.roleGpus" (dict "root" . "role" "master")) "0" -}}{{- $all = false -}}{{- end -}}
+{{- end -}}
+{{- if gt (int .Values.topology.workers) 0 -}}
+{{- if eq (include "pytorchjob.roleGpus" (dict "root" . "role" "worker")) "0" -}}{{- $all = false -}}{{- end -}}
+{{- end -}}
+{{- ternary "nccl" "gloo" $all -}}
+{{- else -}}
+{{- $b -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The container command; torchrun when the launcher asks for it and the user gave none. */}}
+{{- define "pytorchjob.command" -}}
+{{- $cmd := .Values.command -}}
+{{- if not $cmd -}}
+{{- $nproc := toString .Values.topology.nprocPerNode -}}
+{{- if or (eq .Values.launcher "torchrun") (and (eq .Values.launcher "auto") (ne $nproc "") (ne $nproc "1")) -}}
+{{- $cmd = list "torchrun" "--module" "trainer" -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $cmd -}}
+{{- end -}}
+
+{{/*
+A shared map with a role's keys laid over it, as JSON. Keys are set one by one so that
+false, 0 and "" in the role still win (sprig's merge treats them as unset).
+*/}}
+{{- define "pytorchjob.overlay" -}}
+{{- $out := deepCopy (default dict .base) -}}
+{{- range $k, $v := .over -}}
+{{- $_ := set $out $k $v -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}

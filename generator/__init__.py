@@ -1,0 +1,1 @@
+"""pytorchjob-kit generator: job descriptions to validated chart values, manifests and runs."""

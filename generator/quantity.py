@@ -1,0 +1,36 @@
+"""Kubernetes resource quantities (500m, 1.5Gi, 1e3), parsed exactly so they can be compared."""
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_SUFFIX = {
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+HINT = "write a Kubernetes quantity such as 500m, 2, 1.5Gi or 1e3"
+
+
+def parse(value: object) -> Decimal:
+    """The quantity's exact value; ValueError for anything Kubernetes would not parse."""
+    if isinstance(value, bool):
+        raise ValueError("not a quantity")
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        raise ValueError("not a quantity")
+    match = _QUANTITY.match(value.strip()) if value == value.strip() else None
+    if not match:
+        raise ValueError("not a quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        if suffix[:1] in ("e", "E"):
+            return Decimal(number) * (Decimal(10) ** int(suffix[1:]))
+        return Decimal(number) * _SUFFIX[suffix]
+    except (InvalidOperation, OverflowError) as exc:
+        raise ValueError("not a quantity") from exc
