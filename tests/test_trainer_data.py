@@ -1,0 +1,131 @@
+"""Data sets, shards and the MNIST loader, on data the tests make."""
+import gzip
+import hashlib
+import http.server
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer import data
+
+
+@pytest.mark.parametrize("n, world, batch", [(1437, 3, 64), (10, 3, 4), (7, 2, 64), (1000, 1, 64), (5, 4, 1)])
+def test_shards_are_equal_length_disjoint_and_cover_everything(n, world, batch):
+    steps = data.steps_per_rank(n, world, batch)
+    assert steps == -(-n // (world * batch))
+    shards = [data.shard(n, epoch=3, seed=7, rank=r, world_size=world, batch_size=batch) for r in range(world)]
+    assert all(s.shape == (steps, batch) for s in shards)
+    seen = torch.cat([s.flatten() for s in shards])
+    assert set(seen.tolist()) == set(range(n))  # every sample is trained on
+    if steps * world * batch <= n:
+        assert len(seen.unique()) == len(seen)  # no sample twice when no padding is needed
+
+
+def test_three_ranks_take_a_third_of_the_single_rank_steps():
+    assert data.steps_per_rank(3072, 1, 64) == 48
+    assert data.steps_per_rank(3072, 3, 64) == 16
+
+
+def test_permutation_changes_every_epoch_and_is_seeded():
+    a = data.shard(100, 0, 1, 0, 1, 10)
+    assert torch.equal(a, data.shard(100, 0, 1, 0, 1, 10))
+    assert not torch.equal(a, data.shard(100, 1, 1, 0, 1, 10))
+    assert not torch.equal(a, data.shard(100, 0, 2, 0, 1, 10))
+
+
+@pytest.mark.parametrize("n, world", [(360, 1), (360, 2), (361, 3), (5, 8)])
+def test_eval_shards_cover_the_test_set_exactly_once(n, world):
+    parts = torch.cat([data.eval_shard(n, r, world) for r in range(world)])
+    assert sorted(parts.tolist()) == list(range(n))
+
+
+def test_digits_are_28x28_and_split_80_20():
+    train, test = data.digits()
+    assert train.x.shape[1:] == (1, 28, 28) and len(train) + len(test) == 1797
+    assert len(test) == 360 and set(train.y.unique().tolist()) == set(range(10))
+
+
+def _idx(array: torch.Tensor) -> bytes:
+    header = struct.pack(">BBBB", 0, 0, 0x08, array.dim()) + struct.pack(f">{array.dim()}I", *array.shape)
+    return header + array.to(torch.uint8).numpy().tobytes()
+
+
+def _write_mnist(directory: Path, n_train=32, n_test=8, gz=True) -> dict:
+    g = torch.Generator().manual_seed(0)
+    arrays = {
+        "train-images-idx3-ubyte": torch.randint(0, 256, (n_train, 28, 28), generator=g),
+        "train-labels-idx1-ubyte": torch.randint(0, 10, (n_train,), generator=g),
+        "t10k-images-idx3-ubyte": torch.randint(0, 256, (n_test, 28, 28), generator=g),
+        "t10k-labels-idx1-ubyte": torch.randint(0, 10, (n_test,), generator=g),
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        payload = _idx(array)
+        if gz:
+            (directory / f"{name}.gz").write_bytes(gzip.compress(payload, mtime=0))
+        else:
+            (directory / name).write_bytes(payload)
+    return arrays
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_mnist_loader_reads_idx_files(tmp_path, gz):
+    arrays = _write_mnist(tmp_path, gz=gz)
+    train, test = data.mnist(tmp_path)
+    assert train.x.shape == (32, 1, 28, 28) and test.x.shape == (8, 1, 28, 28)
+    assert torch.equal(train.y, arrays["train-labels-idx1-ubyte"].long())
+    pixel = arrays["train-images-idx3-ubyte"][0, 5, 7].item()
+    assert train.x[0, 0, 5, 7].item() == pytest.approx((pixel / 255 - data.MEAN) / data.STD, rel=1e-5)
+
+
+def test_truncated_idx_file_is_a_clear_error(tmp_path):
+    _write_mnist(tmp_path, gz=False)
+    path = tmp_path / "t10k-images-idx3-ubyte"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(data.DataError, match="truncated.*delete it"):
+        data.mnist(tmp_path)
+
+
+def test_offline_download_says_how_to_provide_the_files(tmp_path):
+    with pytest.raises(data.DataError) as err:
+        data.download_mnist(tmp_path / "mnist", ["http://127.0.0.1:9/"], timeout=2)
+    message = str(err.value)
+    assert "offline" in message and "train-images-idx3-ubyte" in message and "--dataset digits" in message
+    assert str(tmp_path / "mnist") in message
+    assert not any((tmp_path / "mnist").iterdir())  # nothing half-written
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    served = tmp_path / "mirror"
+    _write_mnist(served)
+    handler = lambda *a, **k: _Quiet(*a, directory=str(served), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def test_download_tries_mirrors_in_order_and_checks_md5(tmp_path, mirror, monkeypatch):
+    served, url = mirror
+    sums = {name: hashlib.md5((served / f"{name}.gz").read_bytes()).hexdigest() for name in data.MNIST_FILES}
+    monkeypatch.setattr(data, "MNIST_FILES", sums)
+    target = tmp_path / "downloaded"
+    data.download_mnist(target, ["http://127.0.0.1:9/", url], timeout=2)
+    train, test = data.mnist(target)
+    assert len(train) == 32 and len(test) == 8
+
+
+def test_download_rejects_a_wrong_checksum(tmp_path, mirror):
+    _, url = mirror  # real MNIST checksums, test-made files
+    with pytest.raises(data.DataError, match="checksum"):
+        data.download_mnist(tmp_path / "bad", [url], timeout=2)
+    assert not list((tmp_path / "bad").glob("*.gz"))

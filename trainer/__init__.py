@@ -1,0 +1,1 @@
+"""pytorchjob-kit trainer: the in-container DDP workload (`python -m trainer`)."""

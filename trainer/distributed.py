@@ -1,0 +1,108 @@
+"""The launch contract: the operator's env (one process per pod), torchrun (PET_* variables,
+elastic rendezvous), or a plain process with none of it (world size 1)."""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+class LaunchError(RuntimeError):
+    """A launch that cannot work; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: torch.device
+    master: str  # MASTER_ADDR:MASTER_PORT, for messages
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_backend(requested: str) -> str:
+    cuda = torch.cuda.is_available()
+    if requested == "auto":
+        return "nccl" if cuda else "gloo"
+    if requested == "nccl" and not cuda:
+        raise LaunchError("--backend nccl needs a CUDA GPU, and none is visible to this process; "
+                          "request GPUs for the pod (resources.gpus) or use --backend gloo")
+    return requested
+
+
+def _int_env(env: dict, name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise LaunchError(f"{name}={raw!r} is not an integer; the operator or torchrun sets it, so check the pod's env")
+
+
+def read_launch(backend: str, env: dict | None = None) -> Launch:
+    """Rank, world size and device from the environment, checked for contradictions."""
+    env = dict(os.environ if env is None else env)
+    world = _int_env(env, "WORLD_SIZE", 1)
+    rank = _int_env(env, "RANK", 0)
+    # The operator never sets LOCAL_RANK; torchrun always does.
+    local_rank = _int_env(env, "LOCAL_RANK", 0)
+    under_torchrun = "TORCHELASTIC_RUN_ID" in env or "LOCAL_WORLD_SIZE" in env
+    nproc = env.get("PET_NPROC_PER_NODE", "")
+    if not under_torchrun and nproc.isdigit() and int(nproc) > 1:
+        raise LaunchError(f"nprocPerNode is {nproc} but this container was not started through torchrun, so only one "
+                          "process runs here; start it with `torchrun --module trainer` (the chart does this when "
+                          "launcher is auto) or set nprocPerNode to 1")
+    if world < 1 or not 0 <= rank < world:
+        raise LaunchError(f"RANK={rank} does not fit WORLD_SIZE={world}; the job's env is inconsistent")
+    resolved = resolve_backend(backend)
+    if resolved == "nccl":
+        count = torch.cuda.device_count()
+        if local_rank >= count:
+            raise LaunchError(f"LOCAL_RANK={local_rank} but only {count} GPU(s) are visible; "
+                              f"set nprocPerNode to at most {count} or request more GPUs")
+        device = torch.device("cuda", local_rank)
+    elif torch.cuda.is_available() and backend == "auto":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+    else:
+        device = torch.device("cpu")
+    master = f"{env.get('MASTER_ADDR', '127.0.0.1')}:{env.get('MASTER_PORT', '?')}"
+    return Launch(rank, world, local_rank, resolved, device, master)
+
+
+def init(launch: Launch, timeout_s: float) -> None:
+    """Join the process group; an unreachable master fails naming MASTER_ADDR:MASTER_PORT."""
+    if launch.device.type == "cuda":
+        torch.cuda.set_device(launch.device)
+    if not launch.distributed:
+        return
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        if not os.environ.get(name):
+            raise LaunchError(f"WORLD_SIZE={launch.world_size} but {name} is not set; the operator sets it for "
+                              "PyTorchJob pods, torchrun sets it for its processes")
+    try:
+        dist.init_process_group(launch.backend, init_method="env://", rank=launch.rank,
+                                world_size=launch.world_size, timeout=datetime.timedelta(seconds=timeout_s),
+                                device_id=launch.device if launch.device.type == "cuda" else None)
+    except (RuntimeError, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LaunchError(f"could not reach the master at {launch.master} within {timeout_s:g}s as rank {launch.rank} "
+                          f"of {launch.world_size} ({first}); check that the Master pod is running and its "
+                          "pytorchjob-port is reachable, or raise --rdzv-timeout") from exc
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,241 @@
+"""The training loop: sharded steps, whole-test-set evaluation, checkpoints and resume."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from . import checkpoint, data
+from .config import Config
+from .distributed import Launch
+from .model import Net
+from .progress import Progress
+
+SIGTERM_EXIT = 143
+
+
+class Stop:
+    """SIGTERM arrives at any moment; the loop looks at the flag between steps."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+
+def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:
+    if cfg.dataset == "digits":
+        return data.digits()
+    if cfg.dataset == "synthetic":
+        return data.synthetic(cfg.synthetic_size, cfg.seed)
+    data_dir = Path(cfg.data_dir or Path(cfg.output_dir) / "data")
+    # One download per node: local rank 0 fetches while the others wait at the barrier.
+    if launch.local_rank == 0 and data.mnist_missing(data_dir):
+        data.download_mnist(data_dir, cfg.mirrors)
+    if launch.distributed:
+        dist.barrier()
+    return data.mnist(data_dir)
+
+
+def scaled_lr(cfg: Config, world_size: int) -> float:
+    factor = {"none": 1.0, "sqrt": math.sqrt(world_size), "linear": float(world_size)}[cfg.lr_scaling]
+    return cfg.base_lr * factor
+
+
+def evaluate(model: torch.nn.Module, test: data.Split, launch: Launch, cfg: Config) -> tuple[float, float]:
+    """Accuracy and mean loss over the whole test set, each rank scoring its own slice."""
+    model.eval()
+    idx = data.eval_shard(len(test), launch.rank, launch.world_size).to(test.y.device)
+    totals = torch.zeros(3, dtype=torch.float64, device=test.y.device)
+    with torch.no_grad(), _autocast(cfg, launch):
+        for chunk in idx.split(1024):
+            x, y = _prepare(test.x[chunk], cfg), test.y[chunk]
+            out = model(x).float()
+            totals[0] += (out.argmax(1) == y).sum()
+            totals[1] += F.nll_loss(out, y, reduction="sum")
+            totals[2] += len(chunk)
+    if launch.distributed:
+        dist.all_reduce(totals)
+    model.train()
+    return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+
+
+def _autocast(cfg: Config, launch: Launch):
+    enabled = cfg.amp and launch.device.type == "cuda"
+    return torch.autocast(device_type=launch.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def _prepare(x: torch.Tensor, cfg: Config) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last) if cfg.channels_last else x
+
+
+def _write_json_atomic(path: Path, payload: dict) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def train(cfg: Config, launch: Launch) -> int:
+    """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
+    stop = Stop()
+    out_dir = Path(cfg.output_dir)
+    ckpt_dir = out_dir / "checkpoints"
+    if launch.is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    progress = Progress(launch.is_main, 1, cfg.log_interval)
+
+    train_set, test_set = load_data(cfg, launch)
+    train_set, test_set = train_set.to(launch.device), test_set.to(launch.device)
+
+    torch.manual_seed(cfg.seed)
+    model = Net().to(launch.device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    lr = scaled_lr(cfg, launch.world_size)
+    if cfg.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
+    history: dict = {"epoch_accuracies": [], "epoch_losses": [], "train_seconds": 0.0, "samples": 0}
+    start_epoch, start_step = 0, 0
+
+    resumed = _resume(cfg, launch, ckpt_dir)
+    if resumed is not None:
+        state, where = resumed
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        history = state["history"]
+        start_epoch, start_step = state["epoch"], state["step"]
+        progress.line(f"resumed from {where} at epoch {start_epoch + 1}, step {start_step}")
+
+    net = model
+    if launch.distributed:
+        net = DistributedDataParallel(model, device_ids=[launch.device.index] if launch.device.type == "cuda" else None)
+    if cfg.compile:
+        net = torch.compile(net)
+
+    steps = data.steps_per_rank(len(train_set), launch.world_size, cfg.batch_size)
+    progress.steps = steps
+    progress.line(f"training on {cfg.dataset}: {len(train_set)} samples, world size {launch.world_size} "
+                  f"({launch.backend}, {launch.device.type}), {steps} steps per rank per epoch, lr {lr:.4g}")
+
+    def snapshot(epoch: int, step: int) -> dict:
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "epoch": epoch, "step": step, "rng": torch.get_rng_state(), "history": history,
+                "world_size": launch.world_size, "seed": cfg.seed}
+
+    total_steps = 0
+    for epoch in range(start_epoch, cfg.epochs):
+        batches = data.shard(len(train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size)
+        batches = batches.to(launch.device)
+        first = start_step if epoch == start_epoch else 0
+        progress.epoch_start()
+        t0 = time.perf_counter()
+        flag = torch.zeros(1, device=launch.device)
+        for step in range(first, steps):
+            if launch.distributed:
+                # Every rank stops at the same step, whichever pod got the signal.
+                flag.fill_(1.0 if stop.requested else 0.0)
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                stopping = bool(flag.item())
+            else:
+                stopping = stop.requested
+            if stopping or (cfg.max_steps and total_steps >= cfg.max_steps):
+                history["train_seconds"] += time.perf_counter() - t0
+                if launch.is_main:
+                    saved = checkpoint.save(ckpt_dir, snapshot(epoch, step), cfg.keep_checkpoints)
+                    progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
+                _barrier(launch)
+                return SIGTERM_EXIT
+            idx = batches[step]
+            x, y = _prepare(train_set.x[idx], cfg), train_set.y[idx]
+            optimizer.zero_grad(set_to_none=True)
+            with _autocast(cfg, launch):
+                loss = F.nll_loss(net(x).float(), y)
+            loss.backward()
+            optimizer.step()
+            total_steps += 1
+            if launch.is_main and (not progress.tty and (step + 1) % cfg.log_interval == 0 or progress.tty or step + 1 == steps):
+                progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
+        scheduler.step()
+        history["train_seconds"] += time.perf_counter() - t0
+        history["samples"] += (steps - first) * cfg.batch_size * launch.world_size
+        accuracy, test_loss = evaluate(net if not cfg.compile else model, test_set, launch, cfg)
+        history["epoch_accuracies"].append(accuracy)
+        history["epoch_losses"].append(test_loss)
+        progress.line(f"epoch {epoch + 1}/{cfg.epochs}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}")
+        reached = cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
+        if launch.is_main:
+            checkpoint.save(ckpt_dir, snapshot(epoch + 1, 0), cfg.keep_checkpoints)
+        if reached:
+            progress.line(f"reached target accuracy {cfg.target_accuracy} after epoch {epoch + 1}")
+            break
+
+    if launch.is_main:
+        _finish(cfg, launch, model, history, steps, out_dir, progress)
+    _barrier(launch)
+    return 0
+
+
+def _barrier(launch: Launch) -> None:
+    """No rank leaves before rank 0 has written, so a finished pod means finished outputs."""
+    if launch.distributed:
+        dist.barrier()
+
+
+def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):
+    """Rank 0 reads the newest complete checkpoint and hands it to every rank, so Workers
+    resume even when the output volume is mounted on the Master alone."""
+    if not cfg.resume:
+        return None
+    found = checkpoint.load_newest(ckpt_dir) if launch.is_main else None
+    if launch.distributed:
+        box = [found]
+        dist.broadcast_object_list(box, src=0)
+        found = box[0]
+    return found
+
+
+def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progress) -> None:
+    model_path = out_dir / "mnist_cnn.pt"
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".mnist_cnn.")
+    with os.fdopen(fd, "wb") as handle:
+        torch.save(model.state_dict(), handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, model_path)
+    seconds = history["train_seconds"]
+    metrics = {
+        "dataset": cfg.dataset,
+        "backend": launch.backend,
+        "world_size": launch.world_size,
+        "batch_size": cfg.batch_size,
+        "epochs": len(history["epoch_accuracies"]),
+        "steps_per_rank": steps,
+        "epoch_accuracies": history["epoch_accuracies"],
+        "epoch_losses": history["epoch_losses"],
+        "final_accuracy": history["epoch_accuracies"][-1] if history["epoch_accuracies"] else None,
+        "train_seconds": round(seconds, 3),
+        "samples_per_second": round(history["samples"] / seconds, 1) if seconds > 0 else 0.0,
+        "seed": cfg.seed,
+    }
+    _write_json_atomic(out_dir / "metrics.json", metrics)
+    progress.line(f"wrote {model_path} and {out_dir / 'metrics.json'}")
