@@ -3,10 +3,11 @@ from tests import scenarios
 
 
 def main() -> None:
-    scenarios.GOLDEN.mkdir(exist_ok=True)
-    for name in scenarios.names():
-        (scenarios.GOLDEN / f"{name}.yaml").write_text(scenarios.render_stream(name))
-        print(f"wrote tests/golden/{name}.yaml")
+    for chart, name in scenarios.all_cases():
+        path = scenarios.golden_path(chart, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(scenarios.render_stream(chart, name))
+        print(f"wrote {path.relative_to(scenarios.GOLDEN.parent.parent)}")
 
 
 if __name__ == "__main__":

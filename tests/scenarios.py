@@ -1,4 +1,4 @@
-"""The scenario values files under tests/scenarios and their rendering."""
+"""Scenario values files under tests/scenarios/<chart>/ and their rendering."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,20 +9,29 @@ from generator import helm, paths
 
 DIR = Path(__file__).parent / "scenarios"
 GOLDEN = Path(__file__).parent / "golden"
+CHARTS = {"pytorchjob": paths.JOB_CHART, "pytorch-operator": paths.OPERATOR_CHART}
 RELEASE, NAMESPACE = "scenario", "training"
 
 
-def names() -> list[str]:
-    return sorted(p.stem for p in DIR.glob("*.yaml"))
+def names(chart: str) -> list[str]:
+    return sorted(p.stem for p in (DIR / chart).glob("*.yaml"))
 
 
-def values(name: str) -> dict:
-    return yaml.safe_load((DIR / f"{name}.yaml").read_text()) or {}
+def all_cases() -> list[tuple[str, str]]:
+    return [(chart, name) for chart in CHARTS for name in names(chart)]
 
 
-def render_stream(name: str) -> str:
-    return helm.render_stream(paths.JOB_CHART, values(name), RELEASE, NAMESPACE)
+def values(chart: str, name: str) -> dict:
+    return yaml.safe_load((DIR / chart / f"{name}.yaml").read_text()) or {}
 
 
-def render_objects(name: str) -> list[dict]:
-    return helm.render_objects(paths.JOB_CHART, values(name), RELEASE, NAMESPACE)
+def golden_path(chart: str, name: str) -> Path:
+    return GOLDEN / chart / f"{name}.yaml"
+
+
+def render_stream(chart: str, name: str) -> str:
+    return helm.render_stream(CHARTS[chart], values(chart, name), RELEASE, NAMESPACE)
+
+
+def render_objects(chart: str, name: str) -> list[dict]:
+    return helm.render_objects(CHARTS[chart], values(chart, name), RELEASE, NAMESPACE)

@@ -1,0 +1,73 @@
+{{- define "pytorch-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pytorch-operator.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "pytorch-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pytorch-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pytorch-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "pytorch-operator.labels" -}}
+helm.sh/chart: {{ include "pytorch-operator.chart" . }}
+{{ include "pytorch-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kubeflow-training
+{{- end -}}
+
+{{/* The namespace of every namespaced object. */}}
+{{- define "pytorch-operator.namespace" -}}
+{{- default .Release.Namespace .Values.namespace.name -}}
+{{- end -}}
+
+{{- define "pytorch-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "pytorch-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the operator rotates its webhook certificate into; it must exist beforehand. */}}
+{{- define "pytorch-operator.webhookSecretName" -}}
+{{- printf "%s-webhook-cert" (include "pytorch-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "pytorch-operator.webhookServiceName" -}}
+{{- include "pytorch-operator.fullname" . -}}
+{{- end -}}
+
+{{- define "pytorch-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Leader election is required as soon as two replicas could reconcile at once. */}}
+{{- define "pytorch-operator.leaderElect" -}}
+{{- if or .Values.leaderElection (gt (int .Values.replicas) 1) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The API group of the gang scheduler's PodGroups. */}}
+{{- define "pytorch-operator.podGroupAPIGroup" -}}
+{{- if eq .Values.gangScheduling.scheduler "volcano" -}}scheduling.volcano.sh{{- else -}}scheduling.x-k8s.io{{- end -}}
+{{- end -}}
