@@ -32,7 +32,7 @@ def test_defaults_are_a_cpu_gloo_job_with_master_and_two_workers():
         assert c["image"] == "ghcr.io/pytorchjob-kit/trainer:0.1.0"
         assert c["args"][:2] == ["--backend", "gloo"]
         assert "command" not in c  # the image's entrypoint: python -m trainer
-        assert {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"} in c["ports"]
+        assert c["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
         assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         p = pod(job, role)
@@ -42,7 +42,7 @@ def test_defaults_are_a_cpu_gloo_job_with_master_and_two_workers():
         assert specs[role]["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
         assert "tolerations" not in p
     assert others == []
-    assert "elasticPolicy" not in job["spec"] and "nprocPerNode" not in job["spec"]
+    assert "elasticPolicy" not in job["spec"] and "nprocPerNode" not in job["spec"] and "runPolicy" not in job["spec"]
 
 
 def test_standard_labels_on_job_and_pods():

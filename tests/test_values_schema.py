@@ -1,6 +1,5 @@
 """values.schema.json: one file, valid, strict, in step with values.yaml and the templates."""
 import json
-import re
 
 import jsonschema
 import pytest
@@ -63,25 +62,103 @@ def test_every_values_key_is_in_the_schema_and_back():
     assert SCHEMA_PATHS - in_values == set(), "schema properties values.yaml does not set (document a default)"
 
 
-def _template_references():
-    """.Values.a.b paths the templates read; role fields are read through $role for master and worker."""
-    refs = set()
-    for tpl in (paths.JOB_CHART / "templates").iterdir():
-        text = tpl.read_text()
-        refs |= {m for m in re.findall(r"\.Values((?:\.[A-Za-z][A-Za-z0-9_]*)+)", text)}
-        refs |= {m for m in re.findall(r"\$v((?:\.[A-Za-z][A-Za-z0-9_]*)+)", text)}
-        for m in re.findall(r"\$role((?:\.[A-Za-z][A-Za-z0-9_]*)+)", text):
-            refs |= {".master" + m, ".worker" + m}
-        for var, base in re.findall(r"\{\{-? \$(\w+) := (\.Values(?:\.\w+)+) -?\}\}", text):
-            refs |= {base[len(".Values"):] + m for m in re.findall(rf"\${var}((?:\.[A-Za-z][A-Za-z0-9_]*)+)", text)}
-    return {r.lstrip(".") for r in refs}
+# A leaf only shows in the output once the feature around it is on.
+CONTEXT = {
+    "output.": {"output": {"enabled": True}},
+    "elasticPolicy.": {"elasticPolicy": {"enabled": True}},
+    "gpuResourceName": {"resources": {"gpus": 1}},
+    "gpuToleration": {"resources": {"gpus": 1}},
+    "launcher": {"topology": {"nprocPerNode": "2"}},
+}
+# Valid values that differ from the defaults, where the schema alone does not suggest one.
+MUTATIONS = {
+    "job.name": "mutated", "image.repository": "example.com/other", "image.tag": "v9",
+    "image.digest": "sha256:" + "c" * 64, "gpuResourceName": "amd.com/gpu", "output.mountPath": "/mnt/x",
+    "output.existingClaim": "claim-x", "kueue.queueName": "q-x", "topology.nprocPerNode": "3",
+    "topology.master": False, "fullnameOverride": "other-name", "nameOverride": "other",
+    "elasticPolicy.metrics": [{"type": "Resource", "resource": {"name": "cpu"}}],
+    "extraPorts": [{"name": "metrics", "containerPort": 9100}],
+    "extraContainers": [{"name": "side", "image": "busybox:1"}],
+    "master.extraContainers": [{"name": "side", "image": "busybox:1"}],
+    "worker.extraContainers": [{"name": "side", "image": "busybox:1"}],
+    "extraVolumes": [{"name": "v", "emptyDir": {}}], "master.extraVolumes": [{"name": "v", "emptyDir": {}}],
+    "worker.extraVolumes": [{"name": "v", "emptyDir": {}}],
+    "extraVolumeMounts": [{"name": "v", "mountPath": "/v"}], "master.extraVolumeMounts": [{"name": "v", "mountPath": "/v"}],
+    "worker.extraVolumeMounts": [{"name": "v", "mountPath": "/v"}],
+    "env": [{"name": "M", "value": "1"}], "master.env": [{"name": "M", "value": "1"}], "worker.env": [{"name": "M", "value": "1"}],
+    "envFrom": [{"secretRef": {"name": "s"}}], "image.pullSecrets": ["regcred"],
+    "tolerations": [{"key": "k", "operator": "Exists"}], "master.tolerations": [{"key": "k", "operator": "Exists"}],
+    "worker.tolerations": [{"key": "k", "operator": "Exists"}],
+    "affinity": {"nodeAffinity": {}}, "master.affinity": {"nodeAffinity": {}}, "worker.affinity": {"nodeAffinity": {}},
+    "podSpecExtra": {"hostIPC": True}, "master.podSpecExtra": {"hostIPC": True}, "worker.podSpecExtra": {"hostIPC": True},
+    "containerExtra": {"workingDir": "/w"}, "command": ["python"], "args": ["--x"],
+    "podSecurityContext": {"runAsUser": 7}, "securityContext": {"privileged": False},
+    "output.accessModes": ["ReadWriteMany"], "topology.backend": "none",
+}
 
 
-def test_every_schema_property_is_read_by_a_template():
-    refs = _template_references()
-    leaves = {p for p in SCHEMA_PATHS if p not in SCHEMA_PARENTS}
-    unread = {p for p in leaves if not any(r == p or r.startswith(p + ".") for r in refs)}
-    assert unread == set(), "schema properties no template reads (dead keys)"
+def _mutation(path, schema, default):
+    if path in MUTATIONS:
+        return MUTATIONS[path]
+    if "$ref" in schema:
+        schema = SCHEMA["definitions"][schema["$ref"].rsplit("/", 1)[1]]
+    if "enum" in schema:
+        return next(v for v in schema["enum"] if v != default)
+    kinds = schema.get("type", [])
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "boolean" in kinds:
+        return not default
+    if "integer" in kinds:
+        return (default or schema.get("minimum", 1)) + 1
+    if "anyOf" in schema:  # quantities
+        return "3"
+    if "object" in kinds:
+        if schema.get("additionalProperties", {}).get("$ref", "").endswith("quantity"):
+            return {"cpu": "3"}
+        return {"mutated": "yes"}
+    if "string" in kinds:
+        return "mutated"
+    raise AssertionError(f"no mutation for {path}: add one to MUTATIONS")
+
+
+def _leaf_schemas(schema=SCHEMA, prefix=""):
+    node = SCHEMA["definitions"][schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
+    out = {}
+    for key, sub in node.get("properties", {}).items():
+        path = prefix + key
+        if path in SCHEMA_PARENTS:
+            out.update(_leaf_schemas(sub, path + "."))
+        else:
+            out[path] = sub
+    return out
+
+
+def _nested(path, value):
+    out = value
+    for part in reversed(path.split(".")):
+        out = {part: out}
+    return out
+
+
+def _merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(_leaf_schemas()))
+def test_every_schema_property_changes_the_rendered_output(path):
+    """No dead keys: setting any value to something else changes what Helm renders."""
+    context = next((v for k, v in CONTEXT.items() if path.startswith(k) and not path.endswith(".enabled")), {})
+    default = DEFAULTS
+    for part in path.split("."):
+        default = default[part]
+    mutated = _merge(context, _nested(path, _mutation(path, _leaf_schemas()[path], default)))
+    if path == "topology.master":
+        mutated = _merge(mutated, {"topology": {"workers": 1}})
+    base = helm.render_stream(paths.JOB_CHART, context)
+    assert helm.render_stream(paths.JOB_CHART, mutated) != base, f"{path} is read by no template"
 
 
 QUANTITIES_OK = ["1.5Gi", "500m", "2", 2, 0.5, "1e3", "1E-3", "0", ".5", "100Ki", "+1"]

@@ -47,8 +47,14 @@ shared ones: maps overlay key by key, lists add up, scalars replace.
 {{- $mounts = append $mounts (dict "name" "dshm" "mountPath" "/dev/shm") -}}
 {{- $volumes = append $volumes (dict "name" "dshm" "emptyDir" (dict "medium" "Memory" "sizeLimit" $v.shm.sizeLimit)) -}}
 {{- end -}}
-{{- $mounts = concat $mounts $v.extraVolumeMounts -}}
-{{- $volumes = concat $volumes $v.extraVolumes -}}
+{{- $mounts = concat $mounts $v.extraVolumeMounts $role.extraVolumeMounts -}}
+{{- $volumes = concat $volumes $v.extraVolumes $role.extraVolumes -}}
+{{- $sidecars := concat $v.extraContainers $role.extraContainers -}}
+{{- $ports := list -}}
+{{- if not (kindIs "invalid" $v.port) -}}
+{{- $ports = append $ports (dict "name" "pytorchjob-port" "containerPort" (int $v.port)) -}}
+{{- end -}}
+{{- $ports = concat $ports $v.extraPorts -}}
 {{- $args := list -}}
 {{- $backend := include "pytorchjob.backend" $root -}}
 {{- if ne $backend "none" -}}
@@ -58,7 +64,9 @@ shared ones: maps overlay key by key, lists add up, scalars replace.
 {{- $command := include "pytorchjob.command" $root | fromJsonArray -}}
 {{- $podExtra := include "pytorchjob.overlay" (dict "base" $v.podSpecExtra "over" $role.podSpecExtra) | fromJson -}}
 replicas: {{ .replicas }}
-restartPolicy: {{ default $v.restartPolicy $role.restartPolicy }}
+{{- with default $v.restartPolicy $role.restartPolicy }}
+restartPolicy: {{ . }}
+{{- end }}
 template:
   metadata:
     labels:
@@ -74,7 +82,9 @@ template:
     {{- with $v.serviceAccountName }}
     serviceAccountName: {{ . }}
     {{- end }}
+    {{- if not (kindIs "invalid" $v.automountServiceAccountToken) }}
     automountServiceAccountToken: {{ $v.automountServiceAccountToken }}
+    {{- end }}
     {{- with $v.priorityClassName }}
     priorityClassName: {{ . }}
     {{- end }}
@@ -122,11 +132,9 @@ template:
         envFrom:
           {{- toYaml . | nindent 10 }}
         {{- end }}
-        {{- if not (kindIs "invalid" $v.port) }}
+        {{- with $ports }}
         ports:
-          - name: pytorchjob-port
-            containerPort: {{ int $v.port }}
-            protocol: TCP
+          {{- toYaml . | nindent 10 }}
         {{- end }}
         {{- if or $requests $limits }}
         resources:
@@ -150,6 +158,9 @@ template:
         {{- with $v.containerExtra }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+      {{- with $sidecars }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
     {{- with $volumes }}
     volumes:
       {{- toYaml . | nindent 6 }}
