@@ -45,9 +45,14 @@ demo: venv
 	$(PY) -m generator render runs/demo-values.yaml --release demo -o runs/demo-manifests.yaml
 	$(PY) -m generator run runs/demo-values.yaml --release demo
 
-bench: venv
-	$(PY) -m generator.bench
+bench: venv $(VENV)/torchx/bin/torchx
+	PATH="$(CURDIR)/$(VENV)/torchx/bin:$$PATH" $(PY) -m generator.bench
 	$(PY) -m trainer.bench
+
+# torchx, for the generator benchmark's comparison, in a venv of its own.
+$(VENV)/torchx/bin/torchx:
+	$(PYTHON) -m venv $(VENV)/torchx
+	$(VENV)/torchx/bin/pip install --quiet torchx kubernetes
 
 image:
 	docker build -f trainer/Dockerfile --build-arg VARIANT=$(VARIANT) -t $(IMAGE):$(VARIANT) .

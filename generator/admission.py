@@ -140,13 +140,9 @@ def _check_elastic(elastic: object, nproc: object, replica_specs: dict) -> list[
     out = []
     if "Worker" not in replica_specs:
         out.append(Finding(path, "needs a Worker replica spec", None, "add spec.pytorchReplicaSpecs.Worker"))
-    if "nProcPerNode" in elastic:
-        if nproc is not None:
-            out.append(Finding(f"{path}.nProcPerNode", "must not be set together with spec.nprocPerNode", elastic["nProcPerNode"],
-                               "remove elasticPolicy.nProcPerNode (deprecated)"))
-        else:
-            out.append(Finding(f"{path}.nProcPerNode", "is deprecated", elastic["nProcPerNode"],
-                               "move it to spec.nprocPerNode as a string"))
+    if "nProcPerNode" in elastic and nproc is not None:
+        out.append(Finding(f"{path}.nProcPerNode", "must not be set together with spec.nprocPerNode", elastic["nProcPerNode"],
+                           "remove elasticPolicy.nProcPerNode (deprecated)"))
     low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
     if isinstance(low, int) and isinstance(high, int) and low > high:
         out.append(Finding(f"{path}.minReplicas", f"is above maxReplicas ({high})", low, "lower minReplicas or raise maxReplicas"))

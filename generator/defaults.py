@@ -4,14 +4,14 @@ from __future__ import annotations
 import copy
 import functools
 
-import yaml
+from .values_io import load_yaml as _load
 
 from . import paths
 
 
 @functools.cache
 def _chart_defaults() -> dict:
-    return yaml.safe_load((paths.JOB_CHART / "values.yaml").read_text())
+    return _load((paths.JOB_CHART / "values.yaml").read_text())
 
 
 def chart_defaults() -> dict:
@@ -68,4 +68,4 @@ def overlay(desired: dict, base: dict | None = None) -> dict:
 @functools.cache
 def app_version() -> str:
     """The chart's appVersion: the trainer image tag the chart defaults to."""
-    return str(yaml.safe_load((paths.JOB_CHART / "Chart.yaml").read_text())["appVersion"])
+    return str(_load((paths.JOB_CHART / "Chart.yaml").read_text())["appVersion"])
