@@ -40,9 +40,11 @@ docs: venv
 
 demo: venv
 	$(PY) -m generator values --name demo --workers 2 --cpu 1 --memory 1Gi --output-size 1Gi \
-		--arg=--dataset=digits --arg=--epochs=8 -o runs/demo-values.yaml
+		--arg=--dataset=digits --arg=--epochs=8 --arg=--threads=1 -o runs/demo-values.yaml
 	@echo "--- runs/demo-values.yaml"; cat runs/demo-values.yaml
 	$(PY) -m generator render runs/demo-values.yaml --release demo -o runs/demo-manifests.yaml
+	@echo "--- rendered to runs/demo-manifests.yaml"
+	rm -rf runs/demo
 	$(PY) -m generator run runs/demo-values.yaml --release demo
 
 bench: venv $(VENV)/torchx/bin/torchx

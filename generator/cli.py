@@ -163,6 +163,52 @@ def render_cmd(values_file, release, namespace, output) -> None:
     _emit(helm.render_stream(paths.JOB_CHART, values, release, namespace), output)
 
 
+@cli.command("run")
+@click.argument("file", metavar="VALUES|MANIFEST")
+@click.option("--release", default="local", show_default=True, help=RELEASE_HELP + " (values files only).")
+@click.option("--namespace", default="default", show_default=True, help="Namespace the pods would see.")
+@click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
+@click.option("--dry-run", is_flag=True, help="Print the processes and their commands without starting them.")
+def run_cmd(file, release, namespace, run_dir, dry_run) -> None:
+    """Run a job on this machine exactly as the operator would run it on a cluster."""
+    import signal
+    from pathlib import Path
+
+    from . import local_plan, local_run
+
+    job = _load_job(file, release, namespace)
+    plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)
+    click.echo(local_plan.describe(plan), err=True)
+    for note in plan.notes:
+        click.echo(f"note: {note}", err=True)
+    if dry_run:
+        return
+    runner = local_run.Runner(plan)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: runner.request_stop(f"stopped by {signal.Signals(signum).name}"))
+    outcome = runner.run()
+    click.echo(local_run.summary(outcome, plan), err=True)
+    if not outcome.succeeded:
+        sys.exit(1)
+
+
+def _load_job(file: str, release: str, namespace: str) -> dict:
+    """A PyTorchJob from a manifest as it is, or from values through the chart."""
+    from . import admission, helm, paths, validation, values_io
+
+    documents = values_io.load_documents(file)
+    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
+    if jobs:
+        if len(jobs) > 1:
+            raise UserError(f"holds {len(jobs)} PyTorchJobs; run one at a time", source=file)
+        _fail_if(admission.check_pytorchjob(jobs[0]), file)
+        return jobs[0]
+    values = values_io.load_mapping(file)
+    _fail_if(validation.check_values(values, release), file)
+    objects = helm.render_objects(paths.JOB_CHART, values, release, namespace)
+    return next(o for o in objects if o["kind"] == "PyTorchJob")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="python -m generator", standalone_mode=True)
