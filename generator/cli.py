@@ -209,6 +209,15 @@ def _load_job(file: str, release: str, namespace: str) -> dict:
     return next(o for o in objects if o["kind"] == "PyTorchJob")
 
 
+def _register_cluster_commands() -> None:
+    from . import cluster_cli
+
+    cluster_cli.register(cli)
+
+
+_register_cluster_commands()
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="python -m generator", standalone_mode=True)
