@@ -1,5 +1,6 @@
 """`python -m generator values`: flags to values, the summary, and refusals."""
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -136,3 +137,20 @@ def test_python_dash_m_entry_and_console_script(tmp_path):
     assert proc.returncode == 0 and "workers: 1" in proc.stdout and "WORLD_SIZE: 2" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "generator", "values", "--backend", "nccl"], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.startswith("error: values: topology.backend") and "Traceback" not in proc.stderr
+
+
+def test_debug_shows_the_traceback_instead_of_the_short_message(tmp_path):
+    bad = tmp_path / "v.yaml"
+    bad.write_text("topology: {backend: nccl}\n")
+    quiet = subprocess.run([sys.executable, "-m", "generator", "validate", str(bad)], capture_output=True, text=True)
+    loud = subprocess.run([sys.executable, "-m", "generator", "--debug", "render", str(bad)], capture_output=True,
+                          text=True)
+    assert quiet.returncode == 1 and "Traceback" not in quiet.stderr
+    assert loud.returncode == 1 and "Traceback (most recent call last)" in loud.stderr and "UserError" in loud.stderr
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "pytorchjob-kit"
+    assert script.exists(), "pip install -e . installs the pytorchjob-kit console script"
+    proc = subprocess.run([str(script), "values", "--workers", "0"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "workers: 0" in proc.stdout

@@ -129,3 +129,33 @@ def test_download_rejects_a_wrong_checksum(tmp_path, mirror):
     with pytest.raises(data.DataError, match="checksum"):
         data.download_mnist(tmp_path / "bad", [url], timeout=2)
     assert not list((tmp_path / "bad").glob("*.gz"))
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_in_logs():
+    from trainer.progress import Progress
+
+    tty, log = _Stream(True), _Stream(False)
+    for stream in (tty, log):
+        progress = Progress(True, steps=4, interval=2, stream=stream)
+        for step in range(4):
+            progress.step(0, step, loss=0.5, samples=64 * (step + 1))
+    assert "\repoch 1 [" in tty.text and "] 4/4 loss 0.5000" in tty.text and tty.text.count("\n") == 1
+    assert log.text.splitlines()[0].startswith("epoch 1 step 2/4 loss 0.5000")
+    assert len(log.text.splitlines()) == 2 and "\r" not in log.text
+    silent = _Stream(False)
+    Progress(False, steps=4, interval=1, stream=silent).step(0, 0, 0.1, 64)
+    assert silent.text == ""  # ranks other than 0 say nothing

@@ -97,3 +97,15 @@ def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
     assert f"warning: skipping unreadable checkpoint {torn}" in log
     assert f"resumed from {newest}" in log and str(older) not in log
     assert len(metrics(out)["epoch_accuracies"]) == 3
+
+
+def test_elastic_rendezvous_under_torchrun_with_the_operators_pet_variables(tmp_path):
+    port = trainer_procs.free_port()
+    env = trainer_procs.base_env(PET_NPROC_PER_NODE="2", PET_NNODES="1:2", PET_RDZV_BACKEND="c10d",
+                                 PET_RDZV_ENDPOINT=f"127.0.0.1:{port}", PET_MAX_RESTARTS="1", PET_RDZV_ID="job-uid",
+                                 PET_RDZV_CONF="last_call_timeout=1")  # no 30 s wait for a second node
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--module", "trainer", *ARGS, "--epochs", "2",
+                           "--output-dir", str(tmp_path)], env=env, cwd=trainer_procs.ROOT, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert metrics(tmp_path)["world_size"] == 2
