@@ -63,11 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         report.setdefault("met", {})[name] = met
         print(f"{name:<16}{medians[name]:>10.3f}{GOAL_SECONDS:>8.2f}  {'yes' if met else 'NO'}")
     if "torchx dryrun" in medians:
-        slowest = max(medians[k] for k in ("values", "validate", "import"))
-        speedup = medians["torchx dryrun"] / slowest
-        report["torchx_speedup"] = speedup
-        print(f"{'torchx dryrun':<16}{medians['torchx dryrun']:>10.3f}   ours is {speedup:.1f}x faster "
-              f"(goal {GOAL_SPEEDUP:g}x): {'yes' if speedup >= GOAL_SPEEDUP else 'NO'}")
+        report["torchx_speedup"] = {}
+        print(f"{'torchx dryrun':<16}{medians['torchx dryrun']:>10.3f}")
+        for name in ("values", "validate", "import"):
+            speedup = medians["torchx dryrun"] / medians[name]
+            report["torchx_speedup"][name] = speedup
+            print(f"  {name} is {speedup:.1f}x faster than torchx's dry run (goal {GOAL_SPEEDUP:g}x): "
+                  f"{'yes' if speedup >= GOAL_SPEEDUP else 'NO'}")
     else:
         print("torchx is not installed: `pip install torchx` to compare with its dry run")
     Path(ns.output).write_text(json.dumps(report, indent=2) + "\n")

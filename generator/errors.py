@@ -14,8 +14,7 @@ class Finding:
     hint: str = ""
 
     def render(self) -> str:
-        where = self.path or "(top level)"
-        text = f"{where}: {self.message}"
+        text = f"{self.path}: {self.message}" if self.path else self.message
         if self.value is not None:
             text += f" (got {format_value(self.value)})"
         if self.hint:

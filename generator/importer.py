@@ -5,6 +5,7 @@ defaults, and then rendered and compared with the original: whatever would not c
 back the same is refused by name, so nothing is silently dropped."""
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import re
 
@@ -65,11 +66,24 @@ def _same(values_by_role: dict, what: str) -> object:
 def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
     """(values overlay, notes for the user). Raises UserError for anything invalid or unrepresentable."""
     findings = admission.check_pytorchjob(job)
-    if not findings:
-        findings = _kubernetes_findings(job)
     if findings:
         raise UserError(findings, source=source)
-    job = copy.deepcopy(job)
+    # Kubernetes' schema check runs beside the Helm render (which releases the GIL): the
+    # command's start-up budget is small. Its findings come first either way.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_kubernetes_findings, job)
+        try:
+            result = _build(copy.deepcopy(job), source)
+        except UserError:
+            if pending.result():
+                raise UserError(pending.result(), source=source) from None
+            raise
+        if pending.result():
+            raise UserError(pending.result(), source=source)
+    return result
+
+
+def _build(job: dict, source: str) -> tuple[dict, list[str]]:
     notes: list[str] = []
     spec = job["spec"]
     elastic = spec.get("elasticPolicy")

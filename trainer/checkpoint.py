@@ -1,13 +1,13 @@
 """Atomic checkpoints under <output-dir>/checkpoints: temp file, fsync, rename; newest complete one wins."""
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
+
+from . import atomic
 
 _NAME = re.compile(r"^ckpt-e(\d{4})-s(\d{6})\.pt$")
 
@@ -25,23 +25,7 @@ def complete(directory: Path) -> list[Path]:
 
 
 def save(directory: Path, state: dict, keep: int) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    target = path_for(directory, state["epoch"], state["step"])
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pt")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the rename itself survives a crash
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    target = atomic.write(path_for(directory, state["epoch"], state["step"]), lambda f: torch.save(state, f))
     for old in complete(directory)[keep:]:
         old.unlink(missing_ok=True)
     return target

@@ -4,9 +4,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import math
-import os
 import struct
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -14,6 +12,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from . import atomic
 
 MEAN, STD = 0.1307, 0.3081  # MNIST's pixel statistics, used for every data set
 
@@ -137,26 +137,13 @@ def download_mnist(data_dir: Path, mirrors: list[str], timeout: float = 30.0) ->
             if digest != MNIST_FILES[name]:
                 errors.append(f"{url}: checksum {digest} does not match {MNIST_FILES[name]}")
                 continue
-            _write_atomic(data_dir / f"{name}.gz", payload)
+            atomic.write(data_dir / f"{name}.gz", lambda f, data=payload: f.write(data))
             break
         else:
             raise DataError(
                 f"could not download {name}.gz from any mirror (this machine looks offline or the mirrors are "
                 f"unreachable): {'; '.join(errors)}. Put the four MNIST IDX files ({', '.join(MNIST_FILES)}, "
                 f"gzipped or raw) in {data_dir}, pass --mirror URL for a reachable copy, or use --dataset digits")
-
-
-def _write_atomic(path: Path, payload: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def mnist(data_dir: Path) -> tuple[Split, Split]:

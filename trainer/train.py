@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from . import checkpoint, data
+from . import atomic, checkpoint, data
 from .config import Config
 from .distributed import Launch
 from .model import Net
@@ -79,16 +77,6 @@ def _autocast(cfg: Config, launch: Launch):
 
 def _prepare(x: torch.Tensor, cfg: Config) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if cfg.channels_last else x
-
-
-def _write_json_atomic(path: Path, payload: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def train(cfg: Config, launch: Launch) -> int:
@@ -222,13 +210,7 @@ def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):
 
 
 def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progress) -> None:
-    model_path = out_dir / "mnist_cnn.pt"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".mnist_cnn.")
-    with os.fdopen(fd, "wb") as handle:
-        torch.save(model.state_dict(), handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, model_path)
+    model_path = atomic.write(out_dir / "mnist_cnn.pt", lambda f: torch.save(model.state_dict(), f))
     seconds = history["train_seconds"]
     metrics = {
         "dataset": cfg.dataset,
@@ -245,5 +227,5 @@ def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progres
         "samples_per_second": round(history["samples"] / seconds, 1) if seconds > 0 else 0.0,
         "seed": cfg.seed,
     }
-    _write_json_atomic(out_dir / "metrics.json", metrics)
+    atomic.write(out_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()))
     progress.line(f"wrote {model_path} and {out_dir / 'metrics.json'}")
