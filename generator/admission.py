@@ -56,7 +56,7 @@ def check_resources(resources: object, path: str) -> list[Finding]:
         if name in limits and limits[name] < request:
             out.append(Finding(f"{path}.limits.{name}", f"is below the request {resources['requests'][name]}",
                                resources["limits"][name], f"raise limits.{name} or lower requests.{name}"))
-        if _extended(name):
+        if is_extended(name):
             if name not in limits:
                 out.append(Finding(f"{path}.requests.{name}", "is an extended resource without a limit", resources["requests"][name],
                                    f"set limits.{name} to the same value (a limit alone is enough)"))
@@ -66,7 +66,7 @@ def check_resources(resources: object, path: str) -> list[Finding]:
     return out
 
 
-def _extended(name: str) -> bool:
+def is_extended(name: str) -> bool:
     return name not in STANDARD_RESOURCES and not name.startswith("hugepages-") and "/" in name \
         and not name.startswith("kubernetes.io/")
 

@@ -140,9 +140,9 @@ def validate_cmd(files, release, fmt) -> None:
 @click.option("-o", "--output", metavar="FILE", help="Write the values here (atomically) instead of stdout.")
 def import_cmd(manifest, output) -> None:
     """Turn an existing PyTorchJob manifest into values that render it back."""
-    from . import importer, values_io
+    from . import importer, job_source, values_io
 
-    job = importer._pick_job(values_io.load_documents(manifest), manifest)
+    job = job_source.pick(values_io.load_documents(manifest), manifest)
     values, notes = importer.to_values(job, source=manifest)
     _emit(values_io.dump(values), output)
     for note in notes:
@@ -174,9 +174,9 @@ def run_cmd(file, release, namespace, run_dir, dry_run) -> None:
     import signal
     from pathlib import Path
 
-    from . import local_plan, local_run
+    from . import job_source, local_plan, local_run
 
-    job = _load_job(file, release, namespace)
+    job = job_source.pytorchjob(job_source.load(file, release, namespace))
     plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)
     click.echo(local_plan.describe(plan), err=True)
     for note in plan.notes:
@@ -190,23 +190,6 @@ def run_cmd(file, release, namespace, run_dir, dry_run) -> None:
     click.echo(local_run.summary(outcome, plan), err=True)
     if not outcome.succeeded:
         sys.exit(1)
-
-
-def _load_job(file: str, release: str, namespace: str) -> dict:
-    """A PyTorchJob from a manifest as it is, or from values through the chart."""
-    from . import admission, helm, paths, validation, values_io
-
-    documents = values_io.load_documents(file)
-    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
-    if jobs:
-        if len(jobs) > 1:
-            raise UserError(f"holds {len(jobs)} PyTorchJobs; run one at a time", source=file)
-        _fail_if(admission.check_pytorchjob(jobs[0]), file)
-        return jobs[0]
-    values = values_io.load_mapping(file)
-    _fail_if(validation.check_values(values, release), file)
-    objects = helm.render_objects(paths.JOB_CHART, values, release, namespace)
-    return next(o for o in objects if o["kind"] == "PyTorchJob")
 
 
 def _register_cluster_commands() -> None:

@@ -44,22 +44,19 @@ def register(cli: click.Group) -> None:
 @cluster_options
 def submit_cmd(file, release, dry_run, wait_, replace, timeout, context, namespace, kubeconfig) -> None:
     """Validate a job and apply it (server-side apply): the output PVC, then the PyTorchJob."""
-    from . import admission, cluster, helm, paths, validation, values_io
+    from . import cluster, job_source
 
-    documents = values_io.load_documents(file)
-    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
     c = _connect(context, namespace, kubeconfig)
-    if jobs:
-        objects = [d for d in documents if isinstance(d, dict)]
-        findings = admission.check_pytorchjob(jobs[0])
-    else:
-        values = values_io.load_mapping(file)
-        findings = validation.check_values(values, release)
-        objects = [] if findings else helm.render_objects(paths.JOB_CHART, values, release, c.namespace)
-    if findings:
-        raise UserError(findings, source=file)
-    job = next(o for o in objects if o.get("kind") == "PyTorchJob")
-    job.setdefault("metadata", {})["namespace"] = c.namespace
+    objects = job_source.load(file, release, c.namespace)
+    job = job_source.pytorchjob(objects)
+    written = job.setdefault("metadata", {}).get("namespace")
+    if written and written != c.namespace:
+        if namespace:  # as kubectl: a manifest's namespace and -n must agree
+            raise UserError(f"{file} puts PyTorchJob {job['metadata']['name']} in namespace {written} but --namespace "
+                            f"is {namespace}; drop one of them or make them agree")
+        c.namespace = written
+    for obj in objects:
+        obj.setdefault("metadata", {})["namespace"] = c.namespace
     name = job["metadata"]["name"]
     existing = cluster.get_job(c, name)
     state, _ = cluster.condition(existing or {})
@@ -73,7 +70,6 @@ def submit_cmd(file, release, dry_run, wait_, replace, timeout, context, namespa
             existing = None
             click.echo(f"pytorchjob {name} deleted (it had {state.lower()})", err=True)
     for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
-        pvc["metadata"]["namespace"] = c.namespace
         cluster.apply_pvc(c, pvc, dry_run)
         click.echo(f"persistentvolumeclaim {pvc['metadata']['name']} applied{' (dry run)' if dry_run else ''}", err=True)
     before = (existing or {}).get("metadata", {}).get("resourceVersion")

@@ -34,7 +34,11 @@ def dump(c, job: str, replica: str | None, previous: bool, echo) -> None:
     from kubernetes.client.exceptions import ApiException
 
     entries = []
-    for pod in _select(c, job, replica):
+    selected = _select(c, job, replica)
+    if not selected:
+        echo(f"PyTorchJob {job} has no pods yet; the operator creates them once it admits the job "
+             "(--follow waits for them)", err=True)
+    for pod in selected:
         name = cluster.replica_name(pod)
         try:
             text = c.core.read_namespaced_pod_log(pod.metadata.name, c.namespace, container=CONTAINER,

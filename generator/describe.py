@@ -4,11 +4,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import defaults, rules
+from . import defaults, images, rules
 from .errors import Finding, UserError
 
 _TOLERATION = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?(:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute))?$")
-_IMAGE = re.compile(r"^(?P<repo>[^@\s]+?)(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[a-f0-9]{64}))?$")
 
 
 @dataclass
@@ -56,16 +55,17 @@ def build(d: Description, base: dict | None = None) -> dict:
     if d.name is not None:
         _set(values, "job.name", d.name)
     if d.image is not None:
-        match = _IMAGE.match(d.image)
-        if not match:
+        parsed = images.parse(d.image)
+        if not parsed:
             problems.append(Finding("--image", "is not an image reference", d.image,
                                     "write REPOSITORY[:TAG][@sha256:DIGEST], e.g. ghcr.io/me/train:v1"))
         else:
-            _set(values, "image.repository", match["repo"])
-            if match["tag"]:
-                _set(values, "image.tag", match["tag"])
-            if match["digest"]:
-                _set(values, "image.digest", match["digest"])
+            repository, tag, digest = parsed
+            _set(values, "image.repository", repository)
+            if tag:
+                _set(values, "image.tag", tag)
+            if digest:
+                _set(values, "image.digest", digest)
     simple = [("topology.workers", d.workers), ("topology.nprocPerNode", d.nproc_per_node),
               ("resources.gpus", d.gpus), ("resources.requests.cpu", d.cpu), ("resources.requests.memory", d.memory),
               ("resources.limits.cpu", d.cpu_limit), ("resources.limits.memory", d.memory_limit),

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
-import re
 
-from . import admission, defaults, helm, paths
+from . import admission, defaults, helm, images, paths
 from .errors import Finding, UserError
 
 CHART_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
@@ -18,22 +17,7 @@ POD_OWNED = {"containers", "volumes", "nodeSelector", "tolerations", "affinity",
              "serviceAccountName", "automountServiceAccountToken", "securityContext", "imagePullSecrets"}
 CONTAINER_OWNED = {"name", "image", "imagePullPolicy", "command", "args", "env", "envFrom", "ports", "resources",
                    "securityContext", "volumeMounts"}
-_IMAGE = re.compile(r"^(?P<repo>[^@\s]+?)(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@(?P<digest>sha256:[a-f0-9]{64}))?$")
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-
-
-def _pick_job(documents: list, source: str) -> dict:
-    if not documents:
-        raise UserError([Finding("", "is empty", hint="give a file with one PyTorchJob")], source=source)
-    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
-    if not jobs:
-        kinds = [d.get("kind") if isinstance(d, dict) else type(d).__name__ for d in documents]
-        raise UserError([Finding("kind", "no PyTorchJob in the file", kinds,
-                                 hint="import takes a kubeflow.org/v1 PyTorchJob manifest")], source=source)
-    if len(jobs) > 1:
-        raise UserError([Finding("", f"holds {len(jobs)} PyTorchJobs", [j.get('metadata', {}).get('name') for j in jobs],
-                                 hint="split the file: one job per import")], source=source)
-    return jobs[0]
 
 
 def _kubernetes_findings(job: dict) -> list[Finding]:
@@ -108,12 +92,12 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
         notes.append(f"namespace {meta['namespace']} is not part of the values: render or submit with --namespace {meta['namespace']}")
 
     image = _same({r: c.get("image") for r, c in mains.items()}, "containers[pytorch].image")
-    match = _IMAGE.match(image or "")
-    if not match or not (match["tag"] or match["digest"]) or (match["tag"] and match["digest"]):
+    parsed = images.parse(image)
+    if not parsed or bool(parsed[1]) == bool(parsed[2]):
         raise UserError([Finding("spec.pytorchReplicaSpecs.*.containers[pytorch].image",
                                  "must name exactly one of a tag or a digest for the chart to pin it", image,
                                  "write REPOSITORY:TAG (e.g. :latest) or REPOSITORY@sha256:DIGEST")], source=source)
-    d["image"].update(repository=match["repo"], tag=match["tag"] or "", digest=match["digest"] or "",
+    d["image"].update(repository=parsed[0], tag=parsed[1], digest=parsed[2],
                       pullPolicy=_same({r: c.get("imagePullPolicy", "") for r, c in mains.items()}, "imagePullPolicy"),
                       pullSecrets=[s["name"] for s in _same({r: p.get("imagePullSecrets") or [] for r, p in pods.items()},
                                                             "imagePullSecrets")])

@@ -57,10 +57,10 @@ def _resource_findings(values: dict, role: str) -> list[Finding]:
             if lim < r:
                 out.append(Finding(lpath, f"is below the {role} request {request} ({rpath})", limit,
                                    f"raise {lpath} to at least {request} or lower {rpath}"))
-            elif admission._extended(name) and lim != r:
+            elif admission.is_extended(name) and lim != r:
                 out.append(Finding(rpath, f"must equal the limit {limit} for the extended resource {name}", request,
                                    f"remove {rpath}; a limit alone sets the request"))
-        elif admission._extended(name):
+        elif admission.is_extended(name):
             hint = "use resources.gpus, which sets the limit" if name == gpu_name else f"set limits.{name} to {request}"
             out.append(Finding(rpath, f"is an extended resource without a limit on the {role}", request, hint))
     return out

@@ -14,13 +14,6 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_yaml(text):
     return yaml.load(text, Loader=_Loader)
 
-
-_load = load_yaml
-
-
-def _load_all(text):
-    return yaml.load_all(text, Loader=_Loader)
-
 from .errors import Finding, UserError
 
 
@@ -69,7 +62,7 @@ def load_mapping(path: str, what: str = "values") -> dict:
     """One YAML mapping from a file; an empty file is an empty mapping."""
     text = read_text(path)
     try:
-        data = _load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
@@ -86,7 +79,7 @@ def load_mapping(path: str, what: str = "values") -> dict:
 def load_documents(path: str) -> list:
     text = read_text(path)
     try:
-        return [d for d in _load_all(text) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"

@@ -84,13 +84,28 @@ def test_submitting_over_a_finished_job_says_so_and_replace_recreates_it(api, va
 def test_submit_a_manifest_and_wait_for_it(api, tmp_path):
     manifest = tmp_path / "job.yaml"
     manifest.write_text((__import__("pathlib").Path(__file__).parent / "manifests" / "vsphere-cpu.yaml").read_text())
-    later(0.5, api.set_condition, NS, "pytorch-mnist-cpu", "Running")
-    later(1.0, api.set_condition, NS, "pytorch-mnist-cpu", "Succeeded")
+    ns = "kubeflow-user"  # the manifest's own
+    later(0.5, api.set_condition, ns, "pytorch-mnist-cpu", "Running")
+    later(1.0, api.set_condition, ns, "pytorch-mnist-cpu", "Succeeded")
     code, out, err = run("submit", str(manifest), "--wait", "--timeout", "20")
     assert code == 0, err
     assert "pytorchjob pytorch-mnist-cpu created" in out and "pytorchjob pytorch-mnist-cpu succeeded" in out
     assert "pytorch-mnist-cpu: Running" in err
-    assert api.jobs[(NS, "pytorch-mnist-cpu")]["metadata"]["namespace"] == NS
+    assert api.jobs[(ns, "pytorch-mnist-cpu")]["metadata"]["namespace"] == ns
+
+
+def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(api, tmp_path):
+    manifest = __import__("pathlib").Path(__file__).parent / "manifests" / "tencent-nccl.yaml"  # namespace ai-training
+    assert run("submit", str(manifest))[0] == 0
+    assert ("ai-training", "tke-nccl-resnet") in api.jobs
+    code, _, err = run("submit", str(manifest), "-n", "other")
+    assert code == 1 and "puts PyTorchJob tke-nccl-resnet in namespace ai-training but --namespace is other" in err
+
+
+def test_logs_before_any_pod_exists(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    code, out, err = run("logs", "mnist")
+    assert code == 0 and out == "" and "has no pods yet" in err
 
 
 def test_submit_validates_before_touching_the_cluster(api, tmp_path):
