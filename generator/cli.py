@@ -114,13 +114,17 @@ def _parse_set(expression: str) -> dict:
 @click.option("--release", default="", help=RELEASE_HELP + "; checks the default name's length.")
 @click.option("--output", "fmt", type=click.Choice(["text", "json"]), default="text", help="json: findings for CI.")
 def validate_cmd(files, release, fmt) -> None:
-    """Check values files: the schema and every rule the operator and Kubernetes apply."""
-    from . import validation, values_io
+    """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply."""
+    from . import job_source, validation, values_io
 
     report = []
     for path in files:
         try:
-            findings = validation.check_values(values_io.load_mapping(path), release)
+            documents = values_io.load_documents(path)
+            if any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents):
+                findings = validation.check_manifest(job_source.pick(documents, path))
+            else:
+                findings = validation.check_values(values_io.load_mapping(path), release)
         except UserError as exc:
             findings = exc.findings
         report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})

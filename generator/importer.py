@@ -20,7 +20,7 @@ CONTAINER_OWNED = {"name", "image", "imagePullPolicy", "command", "args", "env",
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-def _kubernetes_findings(job: dict) -> list[Finding]:
+def kubernetes_findings(job: dict) -> list[Finding]:
     """Pod templates against Kubernetes' own schema (strict), as the API server would see the pods."""
     import kubernetes_validate
 
@@ -55,7 +55,7 @@ def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
     # Kubernetes' schema check runs beside the Helm render (which releases the GIL): the
     # command's start-up budget is small. Its findings come first either way.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_kubernetes_findings, job)
+        pending = pool.submit(kubernetes_findings, job)
         try:
             result = _build(copy.deepcopy(job), source)
         except UserError:

@@ -146,8 +146,11 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
                 notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
             command = container.get("command") or []
             argv = [_map_path(a, mounts) for a in _local_argv(command, container.get("args") or [])]
-            if not command and "OUTPUT_DIR" not in env:
-                # The trainer writes to its image's /opt/pytorch/output, a container's own disk.
+            output = env.get("OUTPUT_DIR")
+            if (not command and output is None) or (output and output.startswith("/") and
+                                                     not any(output.startswith(str(f)) for f in mounts.values())):
+                # A path on the container's own disk (the trainer's default /opt/pytorch/output, or
+                # OUTPUT_DIR where this pod has no volume): a folder of this pod's own.
                 env["OUTPUT_DIR"] = str(run_dir / "pods" / replica / "output")
             env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
             replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))

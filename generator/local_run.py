@@ -82,8 +82,6 @@ class Runner:
         r = state.replica
         for folder in r.mounts.values():
             folder.mkdir(parents=True, exist_ok=True)
-        if "OUTPUT_DIR" in r.env:
-            os.makedirs(r.env["OUTPUT_DIR"], exist_ok=True)
         env = dict(os.environ)
         for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(name, None)

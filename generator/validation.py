@@ -16,3 +16,10 @@ def check_values(user: dict, release: str = "") -> list[Finding]:
     except (TypeError, ValueError, AttributeError, KeyError):
         pass  # malformed shapes the schema has already reported
     return found
+
+
+def check_manifest(job: dict) -> list[Finding]:
+    """A PyTorchJob as it is: the operator's admission rules, then Kubernetes' pod schema."""
+    from . import admission, importer
+
+    return admission.check_pytorchjob(job) or importer.kubernetes_findings(job)

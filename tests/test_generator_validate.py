@@ -109,3 +109,15 @@ def test_missing_file_and_usage():
 
 def test_empty_file_is_the_defaults(tmp_path):
     assert run("validate", write(tmp_path, ""))[0] == 0
+
+
+def test_manifests_are_checked_against_the_operator_and_kubernetes(tmp_path):
+    from pathlib import Path
+
+    good = Path(__file__).parent / "manifests" / "tencent-nccl.yaml"
+    assert run("validate", str(good)) == (0, f"{good}: valid\n", "")
+    bad = tmp_path / "job.yaml"
+    bad.write_text(good.read_text().replace("replicas: 1", "replicas: 2").replace("imagePullPolicy: Always",
+                                                                                    "imagePullPolicy: [Always]"))
+    code, _, err = run("validate", str(bad))
+    assert code == 1 and "spec.pytorchReplicaSpecs.Master.replicas: must be written and be exactly 1 (got 2)" in err

@@ -83,6 +83,17 @@ def test_no_command_runs_the_image_entrypoint(tmp_path):
     assert master.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "master-0" / "output")
 
 
+def test_output_dir_without_a_volume_stays_inside_the_run_folder(tmp_path):
+    body, _ = local_jobs.job("outdir", "pass", "pass", workers=1,
+                             extra_env=[{"name": "OUTPUT_DIR", "value": "/opt/pytorch/output"}])
+    master = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["containers"][0]["volumeMounts"] = [{"name": "output", "mountPath": "/opt/pytorch/output"}]
+    master["volumes"] = [{"name": "output", "persistentVolumeClaim": {"claimName": "out"}}]
+    master_plan, worker_plan = local_plan.plan(body, tmp_path).replicas
+    assert master_plan.env["OUTPUT_DIR"] == str(tmp_path / "out")  # the Master's volume
+    assert worker_plan.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "worker-0" / "output")  # the Worker's own disk
+
+
 def test_secret_values_come_from_the_shell_or_are_refused(tmp_path, monkeypatch):
     secret = [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
     body, _ = local_jobs.job("secret", "pass", extra_env=secret)
