@@ -36,7 +36,6 @@ class Config:
     compile: bool = False
     channels_last: bool = False
     target_accuracy: float | None = None
-    max_steps: int = 0
 
     @property
     def base_lr(self) -> float:
@@ -79,7 +78,6 @@ def parse(argv: list[str] | None = None) -> Config:
     p.add_argument("--channels-last", action="store_true", help="channels_last memory format (GPU)")
     p.add_argument("--target-accuracy", type=float, default=None,
                    help="stop after the first epoch whose test accuracy reaches this fraction")
-    p.add_argument("--max-steps", type=int, default=0, help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
     cfg = Config(**{k: v for k, v in vars(ns).items() if v is not None})
     if ns.mirrors is None:

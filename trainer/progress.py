@@ -17,12 +17,15 @@ class Progress:
     def epoch_start(self) -> None:
         self.start = time.perf_counter()
 
+    def due(self, step: int) -> bool:
+        """Whether step (0-based) gets a line: every step on a terminal, every interval in logs."""
+        done = step + 1
+        return self.enabled and (self.tty or done % self.interval == 0 or done == self.steps)
+
     def step(self, epoch: int, step: int, loss: float, samples: int) -> None:
-        if not self.enabled:
+        if not self.due(step):
             return
         done = step + 1
-        if not self.tty and done % self.interval and done != self.steps:
-            return
         rate = samples / max(time.perf_counter() - self.start, 1e-9)
         if self.tty:
             filled = int(30 * done / self.steps)

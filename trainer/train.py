@@ -132,7 +132,6 @@ def train(cfg: Config, launch: Launch) -> int:
                 "epoch": epoch, "step": step, "rng": torch.get_rng_state(), "history": history,
                 "world_size": launch.world_size, "seed": cfg.seed}
 
-    total_steps = 0
     started = time.perf_counter()
     for epoch in range(start_epoch, cfg.epochs):
         batches = data.shard(len(train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size)
@@ -152,7 +151,7 @@ def train(cfg: Config, launch: Launch) -> int:
                     stopping = bool(flag.item())
             else:
                 stopping = stop.requested
-            if stopping or (cfg.max_steps and total_steps >= cfg.max_steps):
+            if stopping:
                 history["train_seconds"] += time.perf_counter() - t0
                 if launch.is_main:
                     saved = checkpoint.save(ckpt_dir, snapshot(epoch, step), cfg.keep_checkpoints)
@@ -166,8 +165,7 @@ def train(cfg: Config, launch: Launch) -> int:
                 loss = F.nll_loss(net(x).float(), y)
             loss.backward()
             optimizer.step()
-            total_steps += 1
-            if launch.is_main and (not progress.tty and (step + 1) % cfg.log_interval == 0 or progress.tty or step + 1 == steps):
+            if progress.due(step):  # loss.item() waits for the device: only when a line is printed
                 progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
         scheduler.step()
         history["train_seconds"] += time.perf_counter() - t0
