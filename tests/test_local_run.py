@@ -19,6 +19,12 @@ PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE',
              "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path, monkeypatch):
+    """runs/<job>/ lands in the test's folder, not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def env_lines(stdout: str) -> dict:
     out = {}
     for line in stdout.splitlines():
@@ -162,7 +168,7 @@ def test_worker_only_job_succeeds_when_every_worker_does(tmp_path):
 def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
     sleeper = "import time, sys; print('up', flush=True); time.sleep(120)"
     body, marker = local_jobs.job("interrupt", sleeper, sleeper, workers=2)
-    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = 0
     for line in proc.stdout:
