@@ -106,7 +106,7 @@ def _parse_set(expression: str) -> dict:
     try:
         return helm_python.parse_set_string(expression)
     except helm_python.HelmError as exc:
-        raise UserError(f"--set {expression!r}: {exc}; write PATH=VALUE, e.g. --set runPolicy.suspend=true")
+        raise UserError(f"--set {expression!r}: {exc}; write PATH=VALUE, e.g. --set runPolicy.suspend=true") from None
 
 
 @cli.command("validate")

@@ -39,7 +39,7 @@ def connect(context: str | None = None, namespace: str | None = None, kubeconfig
             default_ns = _incluster_namespace()
         except ConfigException:
             raise UserError(f"no kubeconfig found ({kubeconfig} does not exist) and this is not a pod in a cluster; "
-                            "point KUBECONFIG at your cluster's config or pass --kubeconfig")
+                            "point KUBECONFIG at your cluster's config or pass --kubeconfig") from None
     else:
         try:
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
@@ -48,7 +48,7 @@ def connect(context: str | None = None, namespace: str | None = None, kubeconfig
             default_ns = (chosen or {}).get("context", {}).get("namespace", "default")
         except (ConfigException, TypeError, ValueError) as exc:
             raise UserError(f"cannot use the kubeconfig {kubeconfig}{' context ' + context if context else ''}: "
-                            f"{exc}; check `kubectl config get-contexts`")
+                            f"{exc}; check `kubectl config get-contexts`") from None
     configuration.retries = 1  # fail fast on an unreachable server instead of retrying for a minute
     api = client.ApiClient(configuration)
     return Cluster(client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns, configuration.host)
@@ -77,9 +77,9 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
     message = body.get("message") or exc.reason or ""
     where = f"in namespace {cluster.namespace}"
     if exc.status == 404 and resource == PLURAL and not (body.get("details") or {}).get("name"):
-        return UserError(f"the cluster has no PyTorchJob resource (CRD pytorchjobs.kubeflow.org is missing); "
-                         f"install charts/pytorch-operator first: helm install training charts/pytorch-operator "
-                         f"-n kubeflow --create-namespace")
+        return UserError("the cluster has no PyTorchJob resource (CRD pytorchjobs.kubeflow.org is missing); "
+                         "install charts/pytorch-operator first: helm install training charts/pytorch-operator "
+                         "-n kubeflow --create-namespace")
     if exc.status == 404:
         return UserError(f"{_kind(resource)} {name} not found {where}; check the name and --namespace "
                          f"(kubectl get {resource} -n {cluster.namespace})")

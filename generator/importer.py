@@ -265,7 +265,7 @@ def _diff(a: object, b: object, path: str) -> list[str]:
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         out = []
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             out += _diff(x, y, f"{path}[{i}]")
         return out
     return [] if _equal_scalar(a, b) else [path]

@@ -55,7 +55,7 @@ def read_text(path: str) -> str:
     try:
         return file.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot be read ({exc})", source="")
+        raise UserError(f"{path}: cannot be read ({exc})", source="") from None
 
 
 def load_mapping(path: str, what: str = "values") -> dict:
@@ -67,7 +67,7 @@ def load_mapping(path: str, what: str = "values") -> dict:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         raise UserError([Finding("", f"is not valid YAML ({getattr(exc, 'problem', exc)} at {where})",
-                                 hint="fix the YAML syntax")], source=path)
+                                 hint="fix the YAML syntax")], source=path) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -84,7 +84,7 @@ def load_documents(path: str) -> list:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         raise UserError([Finding("", f"is not valid YAML ({getattr(exc, 'problem', exc)} at {where})",
-                                 hint="fix the YAML syntax")], source=path)
+                                 hint="fix the YAML syntax")], source=path) from None
 
 
 def write_atomic(path: str, text: str) -> None:

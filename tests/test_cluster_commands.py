@@ -5,7 +5,6 @@ import threading
 import time
 
 import pytest
-import yaml
 
 from tests.cli_helpers import run
 from tests.fake_kube_api import FakeKubeAPI, now

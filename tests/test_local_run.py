@@ -1,6 +1,5 @@
 """`python -m generator run`: the operator's contract and semantics on this machine."""
 import json
-import os
 import signal
 import subprocess
 import sys

@@ -49,7 +49,7 @@ def _int_env(env: dict, name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise LaunchError(f"{name}={raw!r} is not an integer; the operator or torchrun sets it, so check the pod's env")
+        raise LaunchError(f"{name}={raw!r} is not an integer; the operator or torchrun sets it, so check the pod's env") from None
 
 
 def read_launch(backend: str, env: dict | None = None) -> Launch:
