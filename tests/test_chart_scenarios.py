@@ -34,3 +34,23 @@ def test_scenario_matches_golden_snapshot(chart, name):
 def test_no_stale_golden_snapshots():
     on_disk = sorted((p.parent.name, p.stem) for p in scenarios.GOLDEN.glob("*/*.yaml"))
     assert on_disk == sorted(CASES)
+
+
+YAMLLINT = ("{extends: default, rules: {line-length: {max: 160}, document-start: disable, "
+            "indentation: {indent-sequences: whatever}, truthy: {check-keys: false}}}")
+
+
+def test_values_files_and_rendered_manifests_are_clean_yaml():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from generator import paths
+
+    targets = [str(p) for p in (paths.JOB_CHART / "values.yaml", paths.OPERATOR_CHART / "values.yaml")]
+    targets.append(str(scenarios.GOLDEN))
+    yamllint = Path(sys.executable).parent / "yamllint"
+    proc = subprocess.run([str(yamllint), "-f", "parsable", "-d", YAMLLINT, *targets], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    bad = subprocess.run([str(yamllint), "-d", YAMLLINT, "-"], input="a: 1\na: 2\n", capture_output=True, text=True)
+    assert bad.returncode != 0 and "duplication of key" in bad.stdout  # the linter does catch problems
