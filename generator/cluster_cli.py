@@ -218,7 +218,8 @@ def _first_failed_pod(c, name: str) -> str:
                 return (f"{pod.metadata.name} (container {status.name} exited {terminated.exit_code}: "
                         f"{terminated.reason or 'Error'})")
         if pod.status.phase == "Failed":
-            return f"{pod.metadata.name} ({pod.status.reason or 'Failed'}: {pod.status.message or ''})".rstrip(": )") + ")"
+            detail = ": ".join(x for x in (pod.status.reason or "Failed", pod.status.message) if x)
+            return f"{pod.metadata.name} ({detail})"
     return ""
 
 

@@ -90,7 +90,8 @@ class Runner:
             state.proc = subprocess.Popen(r.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                           bufsize=1, start_new_session=True, errors="replace")
         except OSError as exc:
-            state.status, state.exit_code = "Failed", 127
+            # proc None marks "could not start", also for a restart after an earlier life
+            state.proc, state.status, state.exit_code = None, "Failed", 127
             state.tail.append(f"cannot start {r.argv[0]}: {exc}")
             return
         state.status, state.started = "Running", time.monotonic()

@@ -158,6 +158,16 @@ def test_active_deadline_stops_the_job(tmp_path):
     assert local_jobs.alive(marker) == []
 
 
+def test_a_command_that_cannot_start_fails_the_job_by_name(tmp_path):
+    body, marker = local_jobs.job("nostart", "import time; time.sleep(30)", "pass", workers=1)
+    worker = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["command"] = ["no-such-program-pytorchjob-kit"]
+    code, _, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "worker-0 failed with exit code 127 (could not start)" in err
+    assert "cannot start no-such-program-pytorchjob-kit" in err
+    assert local_jobs.alive(marker) == []
+
+
 def test_worker_only_job_succeeds_when_every_worker_does(tmp_path):
     body, _ = local_jobs.job("workers", None, "print('done')", workers=2)
     code, out, err = run("run", local_jobs.write(tmp_path, body))

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,13 +36,18 @@ def _trainer(args: list[str], world: int = 1) -> dict:
         if world == 1:
             subprocess.run(cmd, env=_env(), check=True, stdout=subprocess.DEVNULL)
         else:
-            from tests.trainer_procs import free_port  # noqa: PLC0415 (bench runs from a checkout)
-            port = str(free_port())
+            port = str(_free_port())
             procs = [subprocess.Popen(cmd, env=_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(world),
                                                     RANK=str(r)), stdout=subprocess.DEVNULL) for r in range(world)]
             if any(p.wait() for p in procs):
                 raise SystemExit("a benchmark process failed")
         return json.loads((Path(out) / "metrics.json").read_text())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def bare_loop(samples: int, batch: int, epochs: int, seed: int) -> float:

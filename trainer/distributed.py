@@ -74,8 +74,6 @@ def read_launch(backend: str, env: dict | None = None) -> Launch:
             raise LaunchError(f"LOCAL_RANK={local_rank} but only {count} GPU(s) are visible; "
                               f"set nprocPerNode to at most {count} or request more GPUs")
         device = torch.device("cuda", local_rank)
-    elif torch.cuda.is_available() and backend == "auto":
-        device = torch.device("cuda", local_rank % torch.cuda.device_count())
     else:
         device = torch.device("cpu")
     master = f"{env.get('MASTER_ADDR', '127.0.0.1')}:{env.get('MASTER_PORT', '?')}"
