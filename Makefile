@@ -23,7 +23,7 @@ test: venv
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.
 lint: venv $(VENV)/checkov/bin/checkov
-	CHECKOV=$(VENV)/checkov/bin/checkov $(PY) -m tests.lint
+	CHECKOV=$(VENV)/checkov/bin/checkov $(PY) -m tests.support.lint
 
 # checkov pins old versions of packages pytest needs, so it lives in a venv of its own.
 $(VENV)/checkov/bin/checkov:
@@ -32,11 +32,11 @@ $(VENV)/checkov/bin/checkov:
 
 # Refresh the golden snapshots after a deliberate template change; review the diff.
 golden: venv
-	$(PY) -m tests.golden
+	$(PY) -m tests.support.golden
 
 # Regenerate the charts' README parameter tables from their values.yaml.
 docs: venv
-	$(PY) -m generator.chartdoc charts/pytorchjob charts/pytorch-operator
+	$(PY) -m tests.support.chartdoc charts/pytorchjob charts/pytorch-operator
 
 demo: venv
 	$(PY) -m generator values --name demo --workers 2 --cpu 1 --memory 1Gi --output-size 1Gi \
@@ -48,8 +48,8 @@ demo: venv
 	$(PY) -m generator run runs/demo-values.yaml --release demo
 
 bench: venv $(VENV)/torchx/bin/torchx
-	PATH="$(CURDIR)/$(VENV)/torchx/bin:$$PATH" $(PY) -m generator.bench
-	$(PY) -m trainer.bench
+	PATH="$(CURDIR)/$(VENV)/torchx/bin:$$PATH" $(PY) -m tests.support.bench_generator
+	$(PY) -m tests.support.bench_trainer
 
 # torchx, for the generator benchmark's comparison, in a venv of its own.
 $(VENV)/torchx/bin/torchx:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import Finding, UserError
+from generator.errors import Finding, UserError
 
 
 def engine() -> str:
@@ -34,19 +34,25 @@ def render(chart: Path, values: dict, release: str = "release", namespace: str =
 
 def render_objects(chart: Path, values: dict, release: str = "release", namespace: str = "default") -> list[dict]:
     """The rendered Kubernetes objects, in template order."""
-    objects = []
-    for text in render(chart, values, release, namespace).values():
-        objects += [doc for doc in yaml.safe_load_all(text) if doc]
-    return objects
+    return objects(render(chart, values, release, namespace))
 
 
 def render_stream(chart: Path, values: dict, release: str = "release", namespace: str = "default") -> str:
     """One deterministic multi-document YAML stream, like `helm template`."""
-    parts = []
-    for path, text in render(chart, values, release, namespace).items():
-        rel = path.split("/", 1)[1] if "/" in path else path
-        parts.append(f"---\n# Source: {chart.name}/{rel}\n{text.strip()}\n")
-    return "".join(parts)
+    return stream(render(chart, values, release, namespace))
+
+
+def stream(rendered: dict[str, str]) -> str:
+    """Rendered templates (path -> text) as one multi-document stream with `# Source:` lines."""
+    return "".join(f"---\n# Source: {path}\n{text.strip()}\n" for path, text in rendered.items())
+
+
+def objects(rendered: dict[str, str]) -> list[dict]:
+    """The Kubernetes objects of rendered templates, in template order."""
+    out = []
+    for text in rendered.values():
+        out += [doc for doc in yaml.safe_load_all(text) if doc]
+    return out
 
 
 def _render_sdk(chart: Path, values: dict, release: str, namespace: str) -> dict[str, str]:

@@ -1,0 +1,59 @@
+"""Options and output helpers every command spells the same way."""
+from __future__ import annotations
+
+import click
+
+from generator.errors import Finding, UserError
+
+DEFAULT_RELEASE = "release"
+
+
+def release_option(fn):
+    return click.option("--release", default=DEFAULT_RELEASE, show_default=True,
+                        help="Helm release name for values files (the default job name is <release>-pytorchjob).")(fn)
+
+
+def output_option(fn):
+    return click.option("-o", "--output", metavar="FILE",
+                        help="Write to this file (atomically) instead of stdout.")(fn)
+
+
+def format_option(fn):
+    return click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+                        help="table for people, json for scripts.")(fn)
+
+
+def legacy_output_format(output: str | None, fmt: str) -> tuple[str | None, str]:
+    """`--output json|table|text` selected the format before 0.2; keep it working for a release."""
+    if output in ("json", "table", "text"):
+        chosen = "json" if output == "json" else "table"
+        click.echo(f"warning: --output {output} is deprecated and will be removed; use --format {chosen}", err=True)
+        return None, chosen
+    return output, fmt
+
+
+def cluster_options(fn):
+    fn = click.option("--kubeconfig", metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")(fn)
+    fn = click.option("--context", help="Kubeconfig context (default: the current one).")(fn)
+    fn = click.option("-n", "--namespace", help="Namespace (default: the context's).")(fn)
+    return fn
+
+
+def connect(context, namespace, kubeconfig):
+    from generator.cluster import client
+
+    return client.connect(context, namespace, kubeconfig)
+
+
+def emit(text: str, output: str | None) -> None:
+    from generator.job.values_io import write_atomic
+
+    if output and output != "-":
+        write_atomic(output, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def fail_if(findings: list[Finding], source: str) -> None:
+    if findings:
+        raise UserError(findings, source=source)

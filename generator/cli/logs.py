@@ -1,0 +1,26 @@
+"""`logs`: every pod's log, prefixed by replica, or one replica's."""
+from __future__ import annotations
+
+import click
+
+from generator.cli.common import cluster_options, connect
+from generator.errors import UserError
+
+
+@click.command("logs")
+@click.argument("name")
+@click.option("--replica", metavar="ROLE-INDEX", help="One replica, e.g. master-0 or worker-1.")
+@click.option("-f", "--follow", is_flag=True, help="Stream, waiting through Pending pods and container restarts.")
+@click.option("--previous", is_flag=True, help="The log of the container before its last restart.")
+@cluster_options
+def command(name, replica, follow, previous, context, namespace, kubeconfig) -> None:
+    """Logs of every pod of a job, prefixed master-0 / worker-1, or of one replica."""
+    from generator.cluster import client, logs
+
+    c = connect(context, namespace, kubeconfig)
+    if client.get_job(c, name) is None:
+        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}")
+    if follow:
+        logs.follow(c, name, replica, click.echo)
+    else:
+        logs.dump(c, name, replica, previous, click.echo)

@@ -1,0 +1,37 @@
+"""`run`: a job on this machine, as the operator would run its pods."""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from generator.cli.common import release_option
+
+
+@click.command("run")
+@click.argument("file", metavar="VALUES|MANIFEST")
+@release_option
+@click.option("--namespace", default="default", show_default=True, help="Namespace the pods would see.")
+@click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
+@click.option("--dry-run", is_flag=True, help="Print the processes and their commands without starting them.")
+def command(file, release, namespace, run_dir, dry_run) -> None:
+    """Run a job on this machine exactly as the operator would run it on a cluster."""
+    from generator.job import source
+    from generator.local import plan as local_plan, runner as local_runner
+
+    job = source.pytorchjob(source.load(file, release, namespace))
+    plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)
+    click.echo(local_plan.describe(plan), err=True)
+    for note in plan.notes:
+        click.echo(f"note: {note}", err=True)
+    if dry_run:
+        return
+    runner = local_runner.Runner(plan)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: runner.request_stop(f"stopped by {signal.Signals(signum).name}"))
+    outcome = runner.run()
+    click.echo(local_runner.summary(outcome, plan), err=True)
+    if not outcome.succeeded:
+        sys.exit(1)

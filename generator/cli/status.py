@@ -1,0 +1,37 @@
+"""`status`: a job's state, replicas and conditions."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from generator.cli.common import cluster_options, connect, emit, format_option, legacy_output_format
+
+
+@click.command("status")
+@click.argument("name")
+@format_option
+@click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
+@cluster_options
+def command(name, fmt, output, context, namespace, kubeconfig) -> None:
+    """Conditions, replica counts and times of a job."""
+    from generator.cluster import ops
+
+    output, fmt = legacy_output_format(output, fmt)
+    report = ops.status(connect(context, namespace, kubeconfig), name)
+    emit(json.dumps(report, indent=2) + "\n" if fmt == "json" else table(report), output)
+
+
+def table(r: dict) -> str:
+    lines = [f"PyTorchJob {r['name']} (namespace {r['namespace']}): {r['state']}",
+             f"started: {r['startTime'] or '-'}   completed: {r['completionTime'] or '-'}",
+             f"{'REPLICA':<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}"]
+    for role, counts in sorted(r["replicas"].items()):
+        lines.append(f"{role:<10}{counts['active']:>8}{counts['succeeded']:>11}{counts['failed']:>8}")
+    lines.append(f"{'CONDITION':<12}{'STATUS':<8}{'REASON':<28}{'SINCE':<22}MESSAGE")
+    for cond in r["conditions"]:
+        lines.append(f"{cond['type'] or '':<12}{cond['status'] or '':<8}{cond['reason'] or '':<28}"
+                     f"{cond['lastTransitionTime'] or '':<22}{cond['message'] or ''}")
+    if r["reason"] or r["message"]:
+        lines.append(f"last: {r['reason']}: {r['message']}")
+    return "\n".join(lines) + "\n"

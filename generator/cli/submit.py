@@ -1,0 +1,30 @@
+"""`submit`: validate, then server-side apply; optionally follow the job to its end."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from generator.cli.common import cluster_options, connect, release_option
+
+
+@click.command("submit")
+@click.argument("file", metavar="VALUES|MANIFEST")
+@release_option
+@click.option("--dry-run", is_flag=True, help="Have the server validate without persisting anything.")
+@click.option("--wait", "wait_", is_flag=True, help="Follow the job to its end; exit 1 if it fails.")
+@click.option("--replace", is_flag=True, help="Delete a finished job of the same name first.")
+@click.option("--timeout", type=click.IntRange(min=1), default=86400, show_default=True, help="Seconds --wait waits.")
+@cluster_options
+def command(file, release, dry_run, wait_, replace, timeout, context, namespace, kubeconfig) -> None:
+    """Validate a job and apply it (server-side apply): the output PVC, then the PyTorchJob."""
+    from generator.cli.wait import follow
+    from generator.cluster import ops
+
+    c = connect(context, namespace, kubeconfig)
+    done = ops.submit(c, file, release, namespace, dry_run, replace)
+    for note in done.notes:
+        click.echo(note, err=True)
+    click.echo(f"pytorchjob {done.name} {done.verdict}{' (dry run: nothing was persisted)' if dry_run else ''}")
+    if wait_ and not dry_run:
+        sys.exit(follow(c, done.name, "Succeeded", timeout, progress=True))

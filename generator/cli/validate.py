@@ -1,0 +1,39 @@
+"""`validate`: every problem of values files or PyTorchJob manifests, at once."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from generator.cli.common import format_option, legacy_output_format, release_option
+from generator.errors import UserError
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@release_option
+@format_option
+@click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
+def command(files, release, fmt, output) -> None:
+    """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply."""
+    from generator.cli.common import emit
+    from generator.job import validation
+
+    output, fmt = legacy_output_format(output, fmt)
+    report, lines = [], []
+    for path in files:
+        try:
+            findings = validation.check_file(path, release)
+        except UserError as exc:
+            findings = exc.findings
+        report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})
+        if findings:
+            click.echo(UserError(findings, source=path).describe(), err=True)
+        else:
+            lines.append(f"{path}: valid\n")
+    text = json.dumps(report, indent=2, default=str) + "\n" if fmt == "json" else "".join(lines)
+    if text:
+        emit(text, output)
+    if not all(r["valid"] for r in report):
+        sys.exit(1)

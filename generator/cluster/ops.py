@@ -1,0 +1,163 @@
+"""Operations on a cluster that return what happened; the CLI decides how to print it."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from generator.cluster import client as api
+from generator.errors import UserError
+from generator.job import source
+
+# wait's exit statuses: reached, ended otherwise, timed out.
+REACHED, ENDED_OTHERWISE, TIMED_OUT = 0, 1, 2
+
+
+@dataclass
+class Submitted:
+    name: str
+    namespace: str
+    verdict: str  # created | configured | unchanged
+    dry_run: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, dry_run: bool,
+           replace: bool) -> Submitted:
+    """Validate the job, then server-side apply the output PVC and the PyTorchJob."""
+    objects = source.load(file, release, c.namespace)
+    job = source.pytorchjob(objects)
+    written = job.setdefault("metadata", {}).get("namespace")
+    if written and written != c.namespace:
+        if namespace_flag:  # as kubectl: a manifest's namespace and -n must agree
+            raise UserError(f"{file} puts PyTorchJob {job['metadata']['name']} in namespace {written} but --namespace "
+                            f"is {namespace_flag}; drop one of them or make them agree")
+        c.namespace = written
+    for obj in objects:
+        obj.setdefault("metadata", {})["namespace"] = c.namespace
+    name = job["metadata"]["name"]
+    notes: list[str] = []
+    existing = api.get_job(c, name)
+    state, _ = api.condition(existing or {})
+    if existing and state in api.TERMINAL:
+        if not replace:
+            raise UserError(f"PyTorchJob {name} in namespace {c.namespace} already finished ({state}); a finished job "
+                            "does not run again: pass --replace to delete it and submit anew, or choose another name")
+        if not dry_run:
+            api.delete_job(c, name)
+            wait_gone(c, name)
+            existing = None
+            notes.append(f"pytorchjob {name} deleted (it had {state.lower()})")
+    for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
+        api.apply_pvc(c, pvc, dry_run)
+        notes.append(f"persistentvolumeclaim {pvc['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
+    before = (existing or {}).get("metadata", {}).get("resourceVersion")
+    applied = api.apply_job(c, job, dry_run)
+    after = applied.get("metadata", {}).get("resourceVersion")
+    verdict = "created" if not existing else ("unchanged" if before == after else "configured")
+    return Submitted(name, c.namespace, verdict, dry_run, notes)
+
+
+def wait_gone(c: api.Cluster, name: str, seconds: float = 120) -> None:
+    end = time.monotonic() + seconds
+    while api.get_job(c, name) is not None:
+        if time.monotonic() > end:
+            raise UserError(f"PyTorchJob {name} is still being deleted after {seconds:g}s; try again shortly")
+        time.sleep(0.5)
+
+
+def status(c: api.Cluster, name: str) -> dict:
+    """Conditions, replica counts and times, as a plain report."""
+    job = api.get_job(c, name)
+    if job is None:
+        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}; list them with "
+                        f"`kubectl get pytorchjobs -n {c.namespace}`")
+    st = job.get("status") or {}
+    state, last = api.condition(job)
+    replicas = {role: {k: int(v.get(k, 0) or 0) for k in ("active", "succeeded", "failed")}
+                for role, v in (st.get("replicaStatuses") or {}).items()}
+    return {"name": name, "namespace": c.namespace, "state": state or "Created",
+            "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+                           for cond in st.get("conditions") or []],
+            "replicas": replicas, "startTime": st.get("startTime"), "completionTime": st.get("completionTime"),
+            "reason": last.get("reason"), "message": last.get("message")}
+
+
+@dataclass
+class WaitResult:
+    code: int  # REACHED, ENDED_OTHERWISE or TIMED_OUT
+    message: str
+
+
+def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
+             on_state: Callable[[str, dict], None] | None = None) -> WaitResult:
+    """Watch the job until it reaches target, ends otherwise, or the timeout passes."""
+    from kubernetes import watch
+
+    end = time.monotonic() + timeout
+    seen = None
+    job = api.get_job(c, name)
+    if job is None:
+        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}")
+    while True:
+        state, cond = api.condition(job)
+        if on_state and state != seen:
+            on_state(state or "Created", cond)
+            seen = state
+        if state == target:
+            return WaitResult(REACHED, f"pytorchjob {name} {target.lower()}")
+        if state in api.TERMINAL:
+            failed = first_failed_pod(c, name)
+            return WaitResult(ENDED_OTHERWISE, f"pytorchjob {name} ended {state}, not {target}: {cond.get('reason')}: "
+                              f"{cond.get('message')}" + (f"; first failed pod: {failed}" if failed else ""))
+        left = end - time.monotonic()
+        if left <= 0:
+            return WaitResult(TIMED_OUT, f"pytorchjob {name} is still {state or 'Created'} after {timeout}s; timed out "
+                              f"waiting for {target}")
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(c.custom.list_namespaced_custom_object, api.GROUP, api.VERSION,
+                                       c.namespace, api.PLURAL, field_selector=f"metadata.name={name}",
+                                       timeout_seconds=max(1, int(min(left, 30)))):
+                if event["type"] == "DELETED":
+                    raise UserError(f"PyTorchJob {name} was deleted while waiting for {target}")
+                job = event["object"]
+                if api.condition(job)[0] != state:
+                    break
+        except UserError:
+            raise
+        except Exception as exc:
+            raise api.explain(exc, c, "watch", api.PLURAL, name) from exc
+        finally:
+            stream.stop()
+
+
+def first_failed_pod(c: api.Cluster, name: str) -> str:
+    for pod in api.pods(c, name):
+        for st in pod.status.container_statuses or []:
+            terminated = (st.state and st.state.terminated) or (st.last_state and st.last_state.terminated)
+            if terminated and terminated.exit_code:
+                return (f"{pod.metadata.name} (container {st.name} exited {terminated.exit_code}: "
+                        f"{terminated.reason or 'Error'})")
+        if pod.status.phase == "Failed":
+            detail = ": ".join(x for x in (pod.status.reason or "Failed", pod.status.message) if x)
+            return f"{pod.metadata.name} ({detail})"
+    return ""
+
+
+def delete(c: api.Cluster, name: str, with_pvc: bool) -> Iterator[str]:
+    """Delete the job (its pods go with it) and, if asked, the output PVC the chart created;
+    yields a line for each deletion as it happens."""
+    api.delete_job(c, name)
+    yield f"pytorchjob {name} deleted"
+    if with_pvc:
+        claim = f"{name}-output"
+        pvc = api.call(c, "get", "persistentvolumeclaims", claim, c.core.read_namespaced_persistent_volume_claim,
+                       claim, c.namespace)
+        chart = (pvc.metadata.labels or {}).get("helm.sh/chart", "")
+        if not chart.startswith("pytorchjob-"):
+            raise UserError(f"PersistentVolumeClaim {claim} was not created by charts/pytorchjob (no helm.sh/chart "
+                            "label of it); delete it yourself if you mean to: kubectl delete pvc " + claim)
+        api.call(c, "delete", "persistentvolumeclaims", claim, c.core.delete_namespaced_persistent_volume_claim,
+                 claim, c.namespace)
+        yield f"persistentvolumeclaim {claim} deleted"

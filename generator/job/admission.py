@@ -1,0 +1,290 @@
+"""The rules training-operator v1.9's webhook and Kubernetes apply to a PyTorchJob,
+checked before anything is submitted. Each broken rule becomes a Finding."""
+from __future__ import annotations
+
+import re
+
+from generator.errors import Finding
+from generator.job import quantity
+
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
+ROLES = ("Master", "Worker")
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+STANDARD_RESOURCES = {"cpu", "memory", "ephemeral-storage", "storage"}
+
+
+def pod_name_suffix(workers: int) -> str:
+    """The longest suffix the operator appends to the job name for a pod."""
+    return f"-worker-{workers - 1}" if workers > 0 else "-master-0"
+
+
+def check_job_name(name: object, workers: int, path: str = "metadata.name") -> list[Finding]:
+    if not isinstance(name, str) or not DNS1035.match(name):
+        return [Finding(path, "is not a DNS-1035 label", name,
+                        "use lower-case letters, digits and '-', starting with a letter and ending with a letter or digit")]
+    suffix = pod_name_suffix(workers)
+    if len(name) + len(suffix) > 63:
+        return [Finding(path, f"is {len(name)} characters, too long for the pod name {name}{suffix} (63 at most)",
+                        name, f"use at most {63 - len(suffix)} characters")]
+    return []
+
+
+def check_resources(resources: object, path: str, role: str = "") -> list[Finding]:
+    """Quantities parse and are not negative; limits >= requests; extended resources request = limit.
+    role ("master", "worker") only names the pod in the messages."""
+    on = f" on the {role}" if role else ""
+    if resources in (None, {}):
+        return []
+    if not isinstance(resources, dict):
+        return [Finding(path, "must be a mapping with requests and limits", resources)]
+    parsed: dict[str, dict[str, object]] = {}
+    out: list[Finding] = []
+    for kind in ("requests", "limits"):
+        parsed[kind] = {}
+        for name, raw in (resources.get(kind) or {}).items():
+            try:
+                value = quantity.parse(raw)
+            except ValueError:
+                out.append(Finding(f"{path}.{kind}.{name}", "is not a valid quantity", raw, quantity.HINT))
+                continue
+            if value < 0:
+                out.append(Finding(f"{path}.{kind}.{name}", "must not be negative", raw, "use 0 or a positive quantity"))
+                continue
+            parsed[kind][name] = value
+    requests, limits = parsed["requests"], parsed["limits"]
+    for name, request in requests.items():
+        if name in limits and limits[name] < request:
+            out.append(Finding(f"{path}.limits.{name}", f"is below the {role + ' ' if role else ''}request {resources['requests'][name]}",
+                               resources["limits"][name], f"raise limits.{name} or lower requests.{name}"))
+        if is_extended(name):
+            if name not in limits:
+                out.append(Finding(f"{path}.requests.{name}", f"is an extended resource without a limit{on}", resources["requests"][name],
+                                   f"set limits.{name} to the same value (a limit alone is enough)"))
+            elif limits[name] > request:
+                out.append(Finding(f"{path}.requests.{name}", "must equal the limit for an extended resource",
+                                   resources["requests"][name], f"set both to {resources['limits'][name]}"))
+    return out
+
+
+def is_extended(name: str) -> bool:
+    return name not in STANDARD_RESOURCES and not name.startswith("hugepages-") and "/" in name \
+        and not name.startswith("kubernetes.io/")
+
+
+def check_pytorchjob(job: object) -> list[Finding]:
+    """Every rule at once, so a user fixes everything in one pass."""
+    if not isinstance(job, dict):
+        return [Finding("", "is not a Kubernetes object", type(job).__name__, "give a PyTorchJob YAML mapping")]
+    out: list[Finding] = []
+    if job.get("apiVersion") != "kubeflow.org/v1":
+        out.append(Finding("apiVersion", "must be kubeflow.org/v1", job.get("apiVersion"), "set apiVersion: kubeflow.org/v1"))
+    if job.get("kind") != "PyTorchJob":
+        out.append(Finding("kind", "must be PyTorchJob", job.get("kind"), "set kind: PyTorchJob"))
+        return out
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        return out + [Finding("spec", "is missing", spec, "add spec.pytorchReplicaSpecs with a Master and/or Workers")]
+    replica_specs = spec.get("pytorchReplicaSpecs")
+    if not isinstance(replica_specs, dict) or not replica_specs:
+        return out + [Finding("spec.pytorchReplicaSpecs", "must name at least one of Master and Worker", replica_specs,
+                              "add a Master with replicas: 1 and/or a Worker")]
+    workers = 0
+    for role, rspec in replica_specs.items():
+        base = f"spec.pytorchReplicaSpecs.{role}"
+        if role not in ROLES:
+            out.append(Finding(base, "is not a PyTorchJob replica type", role, "use Master or Worker (case matters)"))
+            continue
+        if not isinstance(rspec, dict):
+            out.append(Finding(base, "must be a mapping", rspec))
+            continue
+        replicas = rspec.get("replicas")
+        if role == "Master":
+            if replicas != 1 or isinstance(replicas, bool):
+                out.append(Finding(f"{base}.replicas", "must be written and be exactly 1", replicas, "set Master.replicas: 1"))
+        elif replicas is not None:
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+                out.append(Finding(f"{base}.replicas", "must be an integer of at least 1", replicas,
+                                   "set Worker.replicas to 1 or more, or remove the Worker"))
+            else:
+                workers = replicas
+        else:
+            workers = 1
+        policy = rspec.get("restartPolicy")
+        if policy is not None and policy not in RESTART_POLICIES:
+            out.append(Finding(f"{base}.restartPolicy", "is not a restart policy", policy, "use one of " + ", ".join(RESTART_POLICIES)))
+        out += _check_pod(rspec.get("template"), f"{base}.template", role.lower())
+    name = (job.get("metadata") or {}).get("name")
+    out += check_job_name(name, workers)
+    nproc = spec.get("nprocPerNode")
+    if nproc is not None and (not isinstance(nproc, str) or not NPROC.match(nproc)):
+        out.append(Finding("spec.nprocPerNode", "must be a string: auto, cpu, gpu or a positive integer", nproc,
+                           'quote it, e.g. nprocPerNode: "2"'))
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:
+        out += _check_elastic(elastic, nproc, replica_specs)
+    run_policy = spec.get("runPolicy") or {}
+    clean = run_policy.get("cleanPodPolicy")
+    if clean is not None and clean not in CLEAN_POD_POLICIES:
+        out.append(Finding("spec.runPolicy.cleanPodPolicy", "is not a clean-pod policy", clean, "use All, Running or None"))
+    for key in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
+        value = run_policy.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            out.append(Finding(f"spec.runPolicy.{key}", "must be a non-negative integer", value, "use 0 or more seconds/restarts"))
+    return out
+
+
+def _check_elastic(elastic: object, nproc: object, replica_specs: dict) -> list[Finding]:
+    path = "spec.elasticPolicy"
+    if not isinstance(elastic, dict):
+        return [Finding(path, "must be a mapping", elastic)]
+    out = []
+    if "Worker" not in replica_specs:
+        out.append(Finding(path, "needs a Worker replica spec", None, "add spec.pytorchReplicaSpecs.Worker"))
+    if "nProcPerNode" in elastic and nproc is not None:
+        out.append(Finding(f"{path}.nProcPerNode", "must not be set together with spec.nprocPerNode", elastic["nProcPerNode"],
+                           "remove elasticPolicy.nProcPerNode (deprecated)"))
+    low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+    if isinstance(low, int) and isinstance(high, int):
+        workers = (replica_specs.get("Worker") or {}).get("replicas") if isinstance(replica_specs.get("Worker"), dict) else None
+        if low > high:
+            out.append(Finding(f"{path}.minReplicas", f"is above maxReplicas ({high})", low, "lower minReplicas or raise maxReplicas"))
+        elif isinstance(workers, int) and not low <= workers <= high:
+            out.append(Finding("spec.pytorchReplicaSpecs.Worker.replicas", f"is outside the elastic range {low}..{high}",
+                               workers, f"start with between {low} and {high} Workers"))
+    port = elastic.get("rdzvPort")
+    if port is not None and (not isinstance(port, int) or not 1 <= port <= 65535):
+        out.append(Finding(f"{path}.rdzvPort", "is not a TCP port", port, "use 1-65535"))
+    return out
+
+
+def _check_pod(template: object, base: str, role: str) -> list[Finding]:
+    pod = (template or {}).get("spec") if isinstance(template, dict) else None
+    if not isinstance(pod, dict):
+        return [Finding(f"{base}.spec", "is missing", None, "add a pod template with a container named pytorch")]
+    containers = pod.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [Finding(f"{base}.spec.containers", "must list at least one container", containers,
+                        "add a container named pytorch with an image")]
+    out = []
+    if not any(isinstance(c, dict) and c.get("name") == "pytorch" for c in containers):
+        out.append(Finding(f"{base}.spec.containers", "has no container named pytorch", [c.get("name") for c in containers if isinstance(c, dict)],
+                           "name the training container pytorch"))
+    for i, container in enumerate(containers):
+        cpath = f"{base}.spec.containers[{i}]"
+        if not isinstance(container, dict):
+            out.append(Finding(cpath, "must be a mapping", container))
+            continue
+        if not container.get("image"):
+            out.append(Finding(f"{cpath}.image", "is missing", container.get("image"), "set the container image"))
+        out += check_resources(container.get("resources"), f"{cpath}.resources", role)
+        for j, port in enumerate(container.get("ports") or []):
+            number = port.get("containerPort") if isinstance(port, dict) else None
+            if not isinstance(number, int) or not 1 <= number <= 65535:
+                out.append(Finding(f"{cpath}.ports[{j}].containerPort", "is not a TCP port", number, "use 1-65535"))
+    return out
+
+
+def world_size(job: dict) -> int:
+    """WORLD_SIZE as the operator computes it: pods x nprocPerNode (non-integers count 1)."""
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    pods = sum(int(s.get("replicas", 1)) for s in specs.values())
+    nproc = str(job["spec"].get("nprocPerNode") or "1")
+    return pods * (int(nproc) if nproc.isdigit() else 1)
+
+
+# Rules beyond the webhook's: what makes a job that is admitted but cannot work as meant.
+
+def _pytorch_container(rspec: dict) -> dict:
+    containers = (((rspec.get("template") or {}).get("spec") or {}).get("containers") or [])
+    return next((c for c in containers if isinstance(c, dict) and c.get("name") == "pytorch"), {})
+
+
+def pod_gpus(rspec: dict, gpu_resource: str = "") -> int:
+    """GPUs of one replica's pods: the limit of a */gpu extended resource (for extended
+    resources the limit is what counts; a request without one is refused on its own)."""
+    limits = (_pytorch_container(rspec).get("resources") or {}).get("limits") or {}
+    for name, value in limits.items():
+        if name == gpu_resource or name.endswith("/gpu"):
+            try:
+                return int(quantity.parse(value))
+            except ValueError:
+                return 0
+    return 0
+
+
+def backend(rspec: dict) -> str:
+    """The backend the trainer is told to use (`--backend X` in the container's args), or ""."""
+    args = [str(a) for a in (_pytorch_container(rspec).get("args") or [])]
+    for i, arg in enumerate(args):
+        if arg == "--backend" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--backend="):
+            return arg.split("=", 1)[1]
+    return ""
+
+
+def _rspecs(job: dict) -> dict[str, dict]:
+    specs = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+    return {r: s for r, s in specs.items() if r in ROLES and isinstance(s, dict)}
+
+
+def check_semantics(job: dict, gpu_resource: str = "") -> list[Finding]:
+    """GPUs against the backend and processes per pod, and gang sizes against the pods."""
+    out: list[Finding] = []
+    specs = _rspecs(job)
+    spec = job.get("spec") or {}
+    no_gpus = [r.lower() for r, s in specs.items() if pod_gpus(s, gpu_resource) == 0]
+    if any(backend(s) == "nccl" for s in specs.values()) and no_gpus:
+        out.append(Finding("spec.pytorchReplicaSpecs.*.args", f"nccl needs GPUs, and the {' and '.join(no_gpus)} pods have none",
+                           "nccl", "give every pod GPUs, or use the gloo backend (auto picks gloo without GPUs)"))
+    nproc = str(spec.get("nprocPerNode") or "")
+    if nproc.isdigit():
+        for role, s in specs.items():
+            gpus = pod_gpus(s, gpu_resource)
+            if 0 < gpus < int(nproc):
+                out.append(Finding("spec.nprocPerNode", f"starts {nproc} processes per pod but the {role.lower()} has {gpus} GPU(s)",
+                                   nproc, f"set nprocPerNode to {gpus} (one process per GPU) or request {nproc} GPUs"))
+                break
+    if nproc == "gpu" and no_gpus:
+        out.append(Finding("spec.nprocPerNode", "is gpu but some pods request no GPUs", nproc,
+                           "request GPUs on every pod or use auto"))
+    pods = sum(int(s.get("replicas", 1) or 0) for s in specs.values() if isinstance(s.get("replicas", 1), int))
+    min_available = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("minAvailable")
+    if isinstance(min_available, int) and not isinstance(min_available, bool) and min_available > pods:
+        out.append(Finding("spec.runPolicy.schedulingPolicy.minAvailable", f"is above the job's {pods} pods", min_available,
+                           f"use at most {pods}"))
+    return out
+
+
+def check_claims(job: dict, objects: list[dict]) -> list[Finding]:
+    """A ReadWriteOnce claim created with the job cannot attach to pods spread over several nodes."""
+    out = []
+    for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
+        claim = (pvc.get("metadata") or {}).get("name")
+        modes = (pvc.get("spec") or {}).get("accessModes") or []
+        if modes != ["ReadWriteOnce"]:
+            continue
+        users = 0
+        for s in _rspecs(job).values():
+            volumes = ((s.get("template") or {}).get("spec") or {}).get("volumes") or []
+            if any((v.get("persistentVolumeClaim") or {}).get("claimName") == claim for v in volumes if isinstance(v, dict)):
+                users += int(s.get("replicas", 1) or 0)
+        if users > 1:
+            out.append(Finding(f"PersistentVolumeClaim/{claim}.spec.accessModes", f"is ReadWriteOnce but {users} pods mount "
+                               "the claim, and pods spread over several nodes cannot all attach it", modes,
+                               "use ReadWriteMany, or mount the claim on the Master alone (rank 0 alone writes)"))
+    return out
+
+
+def check_objects(objects: list[dict], gpu_resource: str = "") -> list[Finding]:
+    """Every rule on a job as it would reach the API server, with the objects rendered beside it."""
+    job = next((o for o in objects if isinstance(o, dict) and o.get("kind") == "PyTorchJob"), None)
+    if job is None:
+        return [Finding("kind", "no PyTorchJob among the objects", [o.get("kind") for o in objects if isinstance(o, dict)],
+                        "give a kubeflow.org/v1 PyTorchJob")]
+    out = check_pytorchjob(job)
+    if not any(f.path in ("kind", "spec", "spec.pytorchReplicaSpecs") for f in out):
+        out += check_semantics(job, gpu_resource) + check_claims(job, objects)
+    return out

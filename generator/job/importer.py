@@ -1,0 +1,280 @@
+"""`import`: an existing PyTorchJob manifest turned into values that render it back.
+
+The values are built as the full desired state, reduced to an overlay of the chart's
+defaults, and then rendered and compared with the original: whatever would not come
+back the same is refused by name, so nothing is silently dropped."""
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+
+from generator import helm, paths
+from generator.errors import Finding, UserError
+from generator.job import admission, defaults, images
+
+CHART_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+                "app.kubernetes.io/managed-by", "app.kubernetes.io/component")
+POD_OWNED = {"containers", "volumes", "nodeSelector", "tolerations", "affinity", "priorityClassName",
+             "serviceAccountName", "automountServiceAccountToken", "securityContext", "imagePullSecrets"}
+CONTAINER_OWNED = {"name", "image", "imagePullPolicy", "command", "args", "env", "envFrom", "ports", "resources",
+                   "securityContext", "volumeMounts"}
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def kubernetes_findings(job: dict) -> list[Finding]:
+    """Pod templates against Kubernetes' own schema (strict), as the API server would see the pods."""
+    import kubernetes_validate
+
+    out = []
+    for role, spec in (job["spec"].get("pytorchReplicaSpecs") or {}).items():
+        template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "import"},
+                    "template": spec.get("template") or {}}
+        try:
+            kubernetes_validate.validate(template, "1.33.0", strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in list(exc.path)[1:])
+            out.append(Finding(f"spec.pytorchReplicaSpecs.{role}.template.{where}".rstrip("."),
+                               exc.message.splitlines()[0], hint="fix the pod template as Kubernetes expects it"))
+    return out
+
+
+def _same(values_by_role: dict, what: str) -> object:
+    distinct = {repr(v) for v in values_by_role.values()}
+    if len(distinct) > 1:
+        raise UserError([Finding(f"spec.pytorchReplicaSpecs.*.{what}", "differs between Master and Worker",
+                                 {k: v for k, v in values_by_role.items()},
+                                 "the chart runs one container setup on every pod; make them equal, or keep "
+                                 "this job as a manifest (`generator run` and `submit` take manifests too)")])
+    return next(iter(values_by_role.values()))
+
+
+def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
+    """(values overlay, notes for the user). Raises UserError for anything invalid or unrepresentable."""
+    findings = admission.check_objects([job])
+    if findings:
+        raise UserError(findings, source=source)
+    # Kubernetes' schema check runs beside the Helm render (which releases the GIL): the
+    # command's start-up budget is small. Its findings come first either way.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(kubernetes_findings, job)
+        try:
+            result = _build(copy.deepcopy(job), source)
+        except UserError:
+            if pending.result():
+                raise UserError(pending.result(), source=source) from None
+            raise
+        if pending.result():
+            raise UserError(pending.result(), source=source)
+    return result
+
+
+def _build(job: dict, source: str) -> tuple[dict, list[str]]:
+    notes: list[str] = []
+    spec = job["spec"]
+    elastic = spec.get("elasticPolicy")
+    if elastic and "nProcPerNode" in elastic:
+        spec["nprocPerNode"] = str(elastic.pop("nProcPerNode"))
+        notes.append("moved the deprecated elasticPolicy.nProcPerNode to spec.nprocPerNode")
+    specs = spec["pytorchReplicaSpecs"]
+    role_of = {"Master": "master", "Worker": "worker"}
+    present = {role_of[k]: v for k, v in specs.items()}
+    pods = {r: s["template"].get("spec", {}) for r, s in present.items()}
+    metas = {r: s["template"].get("metadata") or {} for r, s in present.items()}
+    mains = {r: next(c for c in p["containers"] if c.get("name") == "pytorch") for r, p in pods.items()}
+    sidecars = {r: [c for c in p["containers"] if c.get("name") != "pytorch"] for r, p in pods.items()}
+
+    d = defaults.chart_defaults()
+    meta = job.get("metadata") or {}
+    d["job"] = {"name": meta["name"], "labels": {k: v for k, v in (meta.get("labels") or {}).items()
+                                                 if k != KUEUE_LABEL and k not in CHART_LABELS},
+                "annotations": dict(meta.get("annotations") or {})}
+    d["kueue"]["queueName"] = (meta.get("labels") or {}).get(KUEUE_LABEL, "")
+    if meta.get("namespace"):
+        notes.append(f"namespace {meta['namespace']} is not part of the values: render or submit with --namespace {meta['namespace']}")
+
+    image = _same({r: c.get("image") for r, c in mains.items()}, "containers[pytorch].image")
+    parsed = images.parse(image)
+    if not parsed or bool(parsed[1]) == bool(parsed[2]):
+        raise UserError([Finding("spec.pytorchReplicaSpecs.*.containers[pytorch].image",
+                                 "must name exactly one of a tag or a digest for the chart to pin it", image,
+                                 "write REPOSITORY:TAG (e.g. :latest) or REPOSITORY@sha256:DIGEST")], source=source)
+    d["image"].update(repository=parsed[0], tag=parsed[1], digest=parsed[2],
+                      pullPolicy=_same({r: c.get("imagePullPolicy", "") for r, c in mains.items()}, "imagePullPolicy"),
+                      pullSecrets=[s["name"] for s in _same({r: p.get("imagePullSecrets") or [] for r, p in pods.items()},
+                                                            "imagePullSecrets")])
+    d["command"] = _same({r: c.get("command") or [] for r, c in mains.items()}, "command")
+    d["args"] = _same({r: c.get("args") or [] for r, c in mains.items()}, "args")
+    d["launcher"] = "entrypoint"
+    d["topology"] = {"master": "master" in present, "workers": int(specs.get("Worker", {}).get("replicas", 1))
+                     if "Worker" in specs else 0, "nprocPerNode": spec.get("nprocPerNode", ""), "backend": "none"}
+    d["envFrom"] = _same({r: c.get("envFrom") or [] for r, c in mains.items()}, "envFrom")
+    d["containerExtra"] = _same({r: {k: v for k, v in c.items() if k not in CONTAINER_OWNED} for r, c in mains.items()},
+                                "container fields")
+    d["securityContext"] = _same({r: c.get("securityContext") for r, c in mains.items()}, "securityContext")
+    d["podSecurityContext"] = _same({r: p.get("securityContext") for r, p in pods.items()}, "pod securityContext")
+    d["serviceAccountName"] = _same({r: p.get("serviceAccountName", "") for r, p in pods.items()}, "serviceAccountName")
+    d["automountServiceAccountToken"] = _same({r: p.get("automountServiceAccountToken") for r, p in pods.items()},
+                                              "automountServiceAccountToken")
+    d["priorityClassName"] = _same({r: p.get("priorityClassName", "") for r, p in pods.items()}, "priorityClassName")
+
+    ports = _same({r: c.get("ports") or [] for r, c in mains.items()}, "ports")
+    if ports and set(ports[0]) == {"name", "containerPort"} and ports[0]["name"] == "pytorchjob-port":
+        d["port"], d["extraPorts"] = ports[0]["containerPort"], ports[1:]
+    else:
+        d["port"], d["extraPorts"] = None, ports
+
+    # Features the chart adds that the original did not have stay off.
+    d["shm"]["enabled"] = False
+    d["gpuToleration"] = False
+    d["disableIstioSidecar"] = False
+    d["output"]["enabled"] = False
+    d["resources"] = {"requests": {}, "limits": {}, "gpus": 0}
+    d["nodeSelector"], d["tolerations"], d["affinity"], d["env"] = {}, [], {}, []
+    d["extraVolumes"], d["extraVolumeMounts"], d["extraContainers"] = [], [], []
+    d["podAnnotations"], d["podLabels"], d["podSpecExtra"] = {}, {}, {}
+
+    restart = {r: s.get("restartPolicy", "") for r, s in present.items()}
+    d["restartPolicy"] = next(iter(restart.values())) if len(set(restart.values())) == 1 else ""
+    for role in ("master", "worker"):
+        r = d[role] = {"restartPolicy": "", "resources": {"requests": {}, "limits": {}, "gpus": None},
+                       "nodeSelector": {}, "tolerations": [], "affinity": {}, "env": [], "annotations": {},
+                       "labels": {}, "podSpecExtra": {}, "extraVolumes": [], "extraVolumeMounts": [],
+                       "extraContainers": []}
+        if role not in present:
+            continue
+        pod, main = pods[role], mains[role]
+        if not d["restartPolicy"]:
+            r["restartPolicy"] = restart[role]
+        resources = main.get("resources") or {}
+        r["resources"]["requests"] = dict(resources.get("requests") or {})
+        r["resources"]["limits"] = dict(resources.get("limits") or {})
+        r["nodeSelector"] = dict(pod.get("nodeSelector") or {})
+        r["tolerations"] = list(pod.get("tolerations") or [])
+        r["affinity"] = dict(pod.get("affinity") or {})
+        r["env"] = list(main.get("env") or [])
+        r["annotations"] = dict(metas[role].get("annotations") or {})
+        r["labels"] = {k: v for k, v in (metas[role].get("labels") or {}).items() if k not in CHART_LABELS}
+        r["podSpecExtra"] = {k: v for k, v in pod.items() if k not in POD_OWNED}
+        r["extraVolumes"] = list(pod.get("volumes") or [])
+        r["extraVolumeMounts"] = list(main.get("volumeMounts") or [])
+        r["extraContainers"] = sidecars[role]
+        unknown_meta = set(metas[role]) - {"labels", "annotations"}
+        if unknown_meta:
+            raise UserError([Finding(f"spec.pytorchReplicaSpecs.{role.title()}.template.metadata",
+                                     "has fields the chart cannot carry", sorted(unknown_meta),
+                                     "remove them; pods get their names from the operator")], source=source)
+
+    run_policy = spec.get("runPolicy") or {}
+    scheduling = run_policy.get("schedulingPolicy") or {}
+    d["runPolicy"] = {"cleanPodPolicy": run_policy.get("cleanPodPolicy", ""),
+                      "ttlSecondsAfterFinished": run_policy.get("ttlSecondsAfterFinished"),
+                      "activeDeadlineSeconds": run_policy.get("activeDeadlineSeconds"),
+                      "backoffLimit": run_policy.get("backoffLimit"), "suspend": bool(run_policy.get("suspend", False)),
+                      "schedulingPolicy": {"queue": scheduling.get("queue", ""),
+                                           "priorityClass": scheduling.get("priorityClass", ""),
+                                           "minAvailable": scheduling.get("minAvailable")}}
+    if elastic is not None:
+        d["elasticPolicy"] = {"enabled": True, "minReplicas": elastic.get("minReplicas"),
+                              "maxReplicas": elastic.get("maxReplicas"), "rdzvBackend": elastic.get("rdzvBackend", ""),
+                              "rdzvPort": elastic.get("rdzvPort"), "rdzvHost": elastic.get("rdzvHost", ""),
+                              "rdzvId": elastic.get("rdzvId", ""), "maxRestarts": elastic.get("maxRestarts"),
+                              "metrics": elastic.get("metrics") or []}
+    values = defaults.overlay(_hoist_shared(d))
+    mismatches = compare(job, render_job(values))
+    if mismatches:
+        raise UserError([Finding(p, "cannot be carried by the chart's values", None,
+                                 "keep this job as a manifest, or file an issue with the manifest") for p in mismatches],
+                        source=source)
+    return values, notes
+
+
+def _hoist_shared(d: dict) -> dict:
+    """Settings equal on both roles move to the shared keys, so the values read naturally."""
+    present = [r for r in ("master", "worker") if r == "master" and d["topology"]["master"]
+               or r == "worker" and d["topology"]["workers"] > 0]
+    pairs = [("nodeSelector", "nodeSelector"), ("tolerations", "tolerations"), ("affinity", "affinity"),
+             ("env", "env"), ("annotations", "podAnnotations"), ("labels", "podLabels"),
+             ("podSpecExtra", "podSpecExtra"), ("extraVolumes", "extraVolumes"),
+             ("extraVolumeMounts", "extraVolumeMounts"), ("extraContainers", "extraContainers")]
+    for role_key, shared_key in pairs:
+        vals = [d[r][role_key] for r in present]
+        if vals and all(v == vals[0] for v in vals):
+            d[shared_key] = vals[0]
+            for r in present:
+                d[r][role_key] = type(vals[0])()
+    for kind in ("requests", "limits"):
+        vals = [d[r]["resources"][kind] for r in present]
+        if vals and all(v == vals[0] for v in vals):
+            d["resources"][kind] = vals[0]
+            for r in present:
+                d[r]["resources"][kind] = {}
+    return d
+
+
+def render_job(values: dict, release: str = "import", namespace: str = "default") -> dict:
+    objects = helm.render_objects(paths.JOB_CHART, values, release, namespace)
+    return next(o for o in objects if o["kind"] == "PyTorchJob")
+
+
+def normalise(job: dict) -> dict:
+    """A PyTorchJob without what the chart adds on purpose (its labels, the namespace) and
+    with name-keyed lists in a canonical order."""
+    job = copy.deepcopy(job)
+    meta = job.setdefault("metadata", {})
+    meta.pop("namespace", None)
+    for holder in [meta] + [s.get("template", {}).setdefault("metadata", {})
+                            for s in job.get("spec", {}).get("pytorchReplicaSpecs", {}).values()]:
+        labels = {k: v for k, v in (holder.get("labels") or {}).items() if k not in CHART_LABELS}
+        holder.pop("labels", None)
+        if labels:
+            holder["labels"] = labels
+        if not holder.get("annotations"):
+            holder.pop("annotations", None)
+    for s in job.get("spec", {}).get("pytorchReplicaSpecs", {}).values():
+        template = s.get("template", {})
+        if not template.get("metadata"):
+            template.pop("metadata", None)
+        pod = template.get("spec", {})
+        pod["containers"] = sorted(pod.get("containers", []), key=lambda c: c.get("name") != "pytorch")
+        for c in pod["containers"]:
+            for key in ("command", "args", "env", "envFrom", "ports", "volumeMounts"):
+                if c.get(key) == []:
+                    c.pop(key)
+            if c.get("resources") in ({}, {"requests": {}, "limits": {}}):
+                c.pop("resources")
+        for key in ("volumes", "tolerations", "imagePullSecrets"):
+            if pod.get(key) == []:
+                pod.pop(key)
+        for key in ("nodeSelector", "affinity", "securityContext"):
+            if pod.get(key) == {}:
+                pod.pop(key)
+    if job.get("spec", {}).get("runPolicy") == {}:
+        job["spec"].pop("runPolicy")
+    return job
+
+
+def compare(original: dict, rendered: dict, path: str = "") -> list[str]:
+    """Dotted paths where the rendered job differs from the original."""
+    return _diff(normalise(original), normalise(rendered), path)
+
+
+def _diff(a: object, b: object, path: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            out += _diff(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += _diff(x, y, f"{path}[{i}]")
+        return out
+    return [] if _equal_scalar(a, b) else [path]
+
+
+def _equal_scalar(a: object, b: object) -> bool:
+    if a == b:
+        return True
+    # Quantities and ports may be written as strings or numbers: 2 == "2".
+    return isinstance(a, (int, float, str)) and isinstance(b, (int, float, str)) and not isinstance(a, bool) \
+        and not isinstance(b, bool) and str(a) == str(b)

@@ -1,0 +1,42 @@
+"""A job from what the user hands over: a PyTorchJob manifest taken as it is, or a values file
+rendered through the chart. Checked either way before anything runs or is applied."""
+from __future__ import annotations
+
+from generator.errors import Finding, UserError
+from generator.job import admission, validation, values_io
+
+
+def pick(documents: list, source: str) -> dict:
+    """The one PyTorchJob among a file's documents."""
+    if not documents:
+        raise UserError([Finding("", "is empty", hint="give a file with one PyTorchJob")], source=source)
+    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
+    if not jobs:
+        kinds = [d.get("kind") if isinstance(d, dict) else type(d).__name__ for d in documents]
+        raise UserError([Finding("kind", "no PyTorchJob in the file", kinds,
+                                 hint="give a kubeflow.org/v1 PyTorchJob manifest")], source=source)
+    if len(jobs) > 1:
+        raise UserError([Finding("", f"holds {len(jobs)} PyTorchJobs", [j.get("metadata", {}).get("name") for j in jobs],
+                                 hint="split the file: one job per file")], source=source)
+    return jobs[0]
+
+
+def load(file: str, release: str, namespace: str) -> list[dict]:
+    """The objects to run or apply: the manifest's documents, or what the chart renders.
+    Both go through the same admission rules first."""
+    documents = values_io.load_documents(file)
+    if any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents):
+        pick(documents, file)
+        objects = [d for d in documents if isinstance(d, dict)]
+        findings = admission.check_objects(objects)
+        if findings:
+            raise UserError(findings, source=file)
+        return objects
+    checked = validation.check_values(values_io.load_mapping(file), release, namespace)
+    if checked.findings:
+        raise UserError(checked.findings, source=file)
+    return checked.objects
+
+
+def pytorchjob(objects: list[dict]) -> dict:
+    return next(o for o in objects if o.get("kind") == "PyTorchJob")

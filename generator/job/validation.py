@@ -1,0 +1,131 @@
+"""One rule set for every input. Values are checked against the schema, rendered by Helm, and
+the rendered PyTorchJob goes through the same admission rules as a hand-written manifest.
+Findings on the manifest are named back by the values path a user edits."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from generator import helm, paths
+from generator.errors import Finding, UserError
+from generator.job import admission, defaults, schema, values_io
+
+
+@dataclass
+class Checked:
+    findings: list[Finding]
+    rendered: dict[str, str] = field(default_factory=dict)  # template path -> text, when it rendered
+    objects: list[dict] = field(default_factory=list)
+
+    @property
+    def job(self) -> dict | None:
+        return next((o for o in self.objects if o.get("kind") == "PyTorchJob"), None)
+
+
+def check_values(user: dict, release: str = "release", namespace: str = "default") -> Checked:
+    merged = defaults.coalesce(user)
+    found = schema.check(merged)
+    if found:  # Helm enforces the same schema and would refuse to render
+        return Checked(found)
+    try:
+        rendered = helm.render(paths.JOB_CHART, user, release, namespace)
+    except UserError as exc:  # the chart's own fail() guards
+        return Checked(exc.findings)
+    objects = helm.objects(rendered)
+    manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
+    return Checked(_unique([Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]),
+                   rendered, objects)
+
+
+def check_manifest(job: dict) -> list[Finding]:
+    """A PyTorchJob as it is: the admission rules, then Kubernetes' pod schema."""
+    from generator.job import importer
+
+    return admission.check_objects([job]) or importer.kubernetes_findings(job)
+
+
+def check_file(path: str, release: str = "release") -> list[Finding]:
+    """A values file or a PyTorchJob manifest, told apart by their content."""
+    from generator.job import source
+
+    documents = values_io.load_documents(path)
+    if any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents):
+        return check_manifest(source.pick(documents, path))
+    return check_values(values_io.load_mapping(path), release).findings
+
+
+_REPLICA = re.compile(r"^spec\.pytorchReplicaSpecs\.(Master|Worker)\.(.*)$")
+_CONTAINER = re.compile(r"^template\.spec\.containers\[(\d+)\](?:\.(.*))?$")
+
+
+def values_path(path: str, values: dict) -> str:
+    """The values path that produced a path of the rendered manifest; the manifest path when none did."""
+    if path == "metadata.name":
+        return "fullnameOverride" if values.get("fullnameOverride") and not values["job"].get("name") else "job.name"
+    if path.startswith("PersistentVolumeClaim/"):
+        return "output." + path.rsplit(".", 1)[-1]
+    if path == "spec.pytorchReplicaSpecs.*.args":
+        return "topology.backend"
+    if path == "spec.nprocPerNode":
+        return "topology.nprocPerNode"
+    if path == "spec.elasticPolicy":
+        return "elasticPolicy.enabled"
+    if path.startswith(("spec.elasticPolicy.", "spec.runPolicy.")):
+        return path[len("spec."):]
+    match = _REPLICA.match(path)
+    if not match:
+        return path
+    role, rest = match.group(1).lower(), match.group(2)
+    if rest == "replicas":
+        return "topology.master" if role == "master" else "topology.workers"
+    if rest == "restartPolicy":
+        return _own_or_shared(values, role, "restartPolicy")
+    container = _CONTAINER.match(rest)
+    if not container:
+        return path
+    index, inner = int(container.group(1)), container.group(2) or ""
+    if index > 0:
+        return _own_or_shared(values, role, "extraContainers")
+    if inner == "image" or inner.startswith("image"):
+        return "image.repository"
+    if inner.startswith("ports"):
+        return "port" if inner.startswith("ports[0]") and values.get("port") is not None else "extraPorts"
+    if inner.startswith("resources"):
+        parts = inner.split(".", 2)  # resources, kind, name
+        if len(parts) < 3:
+            return _own_or_shared(values, role, "resources")
+        kind, name = parts[1], parts[2]
+        if kind == "limits" and name == values.get("gpuResourceName"):
+            return _own_or_shared(values, role, "resources.gpus")
+        return _own_or_shared(values, role, f"resources.{kind}.{name}")
+    return path
+
+
+def _own_or_shared(values: dict, role: str, dotted: str) -> str:
+    """`<role>.<dotted>` when the role sets it, else the shared `<dotted>`."""
+    node: object = values.get(role, {})
+    for part in _split(dotted):
+        if not isinstance(node, dict) or node.get(part) is None:
+            return dotted
+        node = node[part]
+    return f"{role}.{dotted}"
+
+
+def _split(dotted: str) -> list[str]:
+    # resource names hold dots (nvidia.com/gpu): only the first two separators are structure
+    head, _, rest = dotted.partition(".")
+    if head == "resources" and rest:
+        kind, _, name = rest.partition(".")
+        return [head, kind, name] if name else [head, kind]
+    return [head] + ([rest] if rest else [])
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """A shared value broken on both roles is one problem."""
+    seen, out = set(), []
+    for f in findings:
+        key = (f.path, repr(f.value))
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

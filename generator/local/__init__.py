@@ -1,0 +1,1 @@
+"""A job on this machine: the plan (what each replica becomes) and the runner (processes)."""

@@ -1,0 +1,191 @@
+"""What a PyTorchJob becomes on this machine: one process per replica, with the env the
+operator injects, the container's own env and command, and volumes mapped to folders.
+
+Pure planning, no processes: the runner (local_run) executes the plan."""
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.errors import Finding, UserError
+
+ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
+SHM = "/dev/shm"
+
+
+@dataclass
+class Replica:
+    name: str  # master-0, worker-0, ... as the operator names pods (without the job prefix)
+    role: str  # Master | Worker
+    rank: int  # node rank, as RANK / PET_NODE_RANK
+    restart_policy: str
+    argv: list[str]
+    env: dict[str, str]
+    mounts: dict[str, Path] = field(default_factory=dict)  # container path -> local folder
+
+
+@dataclass
+class Plan:
+    job: str
+    run_dir: Path
+    replicas: list[Replica]
+    backoff_limit: int | None
+    active_deadline: int | None
+    notes: list[str]
+
+    @property
+    def has_master(self) -> bool:
+        return any(r.role == "Master" for r in self.replicas)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _local_argv(command: list[str], args: list[str]) -> list[str]:
+    """The container's command on this machine: python and torchrun become this interpreter."""
+    argv = list(command or ENTRYPOINT) + list(args or [])
+    head = argv[0]
+    if head in ("python", "python3") or head.startswith("python3."):
+        return [sys.executable] + argv[1:]
+    if head == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run"] + argv[1:]
+    return argv
+
+
+def _map_path(value: str, mounts: dict[str, Path]) -> str:
+    """Container paths under a mount point become the local folder, in args and env alike."""
+    for container_path in sorted(mounts, key=len, reverse=True):
+        local = str(mounts[container_path])
+        if value == container_path or value.startswith(container_path + "/"):
+            return local + value[len(container_path):]
+        for sep in ("=", ":"):  # --output-dir=/opt/pytorch/output, PATHS=a:/data/x
+            marker = sep + container_path
+            if marker in value:
+                head, _, tail = value.partition(marker)
+                if not tail or tail.startswith("/"):
+                    return head + sep + local + tail
+    return value
+
+
+def _env_value(item: dict, pod: str, namespace: str, problems: list[Finding], where: str) -> str | None:
+    if "value" in item or "valueFrom" not in item:
+        return str(item.get("value", ""))
+    source = item["valueFrom"]
+    if "fieldRef" in source:
+        return {"metadata.name": pod, "metadata.namespace": namespace, "status.podIP": "127.0.0.1",
+                "spec.nodeName": socket.gethostname(), "status.hostIP": "127.0.0.1"}.get(
+            source["fieldRef"].get("fieldPath"), "")
+    ref = source.get("secretKeyRef") or source.get("configMapKeyRef")
+    if ref is not None:
+        # Secrets and ConfigMaps live in the cluster; locally the same variable comes from your shell.
+        if item["name"] in os.environ:
+            return os.environ[item["name"]]
+        if ref.get("optional"):
+            return None
+        kind = "Secret" if "secretKeyRef" in source else "ConfigMap"
+        problems.append(Finding(where, f"comes from {kind} {ref.get('name')}/{ref.get('key')}, which only a cluster has",
+                                item["name"], f"export {item['name']}=... in this shell to run locally"))
+        return None
+    return None
+
+
+def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
+    """Raises UserError for what cannot run here (a Secret value that is not in the shell, ...)."""
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    specs = spec["pytorchReplicaSpecs"]
+    notes: list[str] = []
+    problems: list[Finding] = []
+    nproc = str(spec.get("nprocPerNode") or "")
+    per_pod = int(nproc) if nproc.isdigit() else 1
+    order = [("Master", 1)] if "Master" in specs else []
+    if "Worker" in specs:
+        order.append(("Worker", int(specs["Worker"].get("replicas", 1))))
+    pods = sum(n for _, n in order)
+    port = free_port()
+    elastic = spec.get("elasticPolicy")
+    rdzv_port = free_port() if elastic else None
+    shared: dict[str, Path] = {}  # claimName -> folder: one PVC is one folder for every pod
+    replicas: list[Replica] = []
+    rank = 0
+    for role, count in order:
+        rspec = specs[role]
+        pod_spec = rspec["template"]["spec"]
+        container = next(c for c in pod_spec["containers"] if c.get("name") == "pytorch")
+        for other in pod_spec["containers"]:
+            if other.get("name") != "pytorch":
+                notes.append(f"{role}: sidecar container {other.get('name')} does not run locally")
+        volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+        for i in range(count):
+            replica = f"{role.lower()}-{i}"
+            mounts: dict[str, Path] = {}
+            for mount in container.get("volumeMounts") or []:
+                if mount["mountPath"] == SHM:
+                    continue
+                volume = volumes.get(mount["name"], {})
+                claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim:
+                    folder = shared.setdefault(claim, run_dir / claim)
+                else:  # emptyDir, configMap, ...: a folder of this pod's own
+                    folder = run_dir / "pods" / replica / mount["name"]
+                mounts[mount["mountPath"]] = folder / mount.get("subPath", "") if mount.get("subPath") else folder
+            env: dict[str, str] = {}
+            for j, item in enumerate(container.get("env") or []):
+                value = _env_value(item, f"{name}-{replica}", namespace, problems,
+                                   f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].env[{j}]")
+                if value is not None:
+                    env[item["name"]] = _map_path(value, mounts)
+            if container.get("envFrom"):
+                notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
+            command = container.get("command") or []
+            argv = [_map_path(a, mounts) for a in _local_argv(command, container.get("args") or [])]
+            output = env.get("OUTPUT_DIR")
+            if (not command and output is None) or (output and output.startswith("/") and
+                                                     not any(output.startswith(str(f)) for f in mounts.values())):
+                # A path on the container's own disk (the trainer's default /opt/pytorch/output, or
+                # OUTPUT_DIR where this pod has no volume): a folder of this pod's own.
+                env["OUTPUT_DIR"] = str(run_dir / "pods" / replica / "output")
+            env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
+            replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))
+            rank += 1
+    if problems:
+        raise UserError(problems, source=name)
+    run_policy = spec.get("runPolicy") or {}
+    return Plan(name, run_dir, replicas, run_policy.get("backoffLimit"), run_policy.get("activeDeadlineSeconds"),
+                sorted(set(notes)))
+
+
+def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,
+                  rdzv_port: int | None, has_master: bool) -> dict[str, str]:
+    """The variables training-operator v1.9 injects, with loopback for the Master's address."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if has_master:
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(pods * per_pod), RANK=str(rank),
+                   PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port), PET_NODE_RANK=str(rank))
+    if nproc:
+        env["PET_NPROC_PER_NODE"] = nproc
+    if elastic:
+        low, high = elastic.get("minReplicas", pods), elastic.get("maxReplicas", pods)
+        env.update(PET_NNODES=f"{low}:{high}", PET_RDZV_ENDPOINT=f"127.0.0.1:{rdzv_port}",
+                   PET_RDZV_BACKEND=elastic.get("rdzvBackend", "c10d"))
+        if elastic.get("maxRestarts") is not None:
+            env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
+        if elastic.get("rdzvId"):
+            env["PET_RDZV_ID"] = str(elastic["rdzvId"])
+    elif has_master:
+        env["PET_NNODES"] = str(pods)
+    return env
+
+
+def describe(plan: Plan) -> str:
+    lines = [f"job {plan.job}: {len(plan.replicas)} replica(s), outputs under {plan.run_dir}"]
+    for r in plan.replicas:
+        lines.append(f"  {r.name} (rank {r.rank}, restartPolicy {r.restart_policy}): {shlex.join(r.argv)}")
+    return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""Runs a Plan like training-operator would: restart policies per role, backoffLimit,
+activeDeadlineSeconds, success when the Master (or, without one, every Worker) succeeds,
+the other replicas stopped on failure, and no process left behind."""
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from generator.local.plan import Plan, Replica
+
+GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
+TAIL_LINES = 15
+COLOURS = ["36", "33", "35", "32", "34", "31"]
+
+
+@dataclass
+class State:
+    replica: Replica
+    proc: subprocess.Popen | None = None
+    status: str = "Pending"  # Pending, Running, Succeeded, Failed, Stopped
+    restarts: int = 0
+    exit_code: int | None = None
+    started: float = 0.0
+    wall: float = 0.0
+    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    reader: threading.Thread | None = None
+
+
+@dataclass
+class Outcome:
+    succeeded: bool
+    reason: str
+    states: list[State]
+
+
+def retryable(policy: str, code: int) -> bool:
+    """Whether the operator restarts a replica that exited with `code` under `policy`."""
+    if code == 0:
+        return policy == "Always"
+    if policy in ("Always", "OnFailure"):
+        return True
+    if policy == "ExitCode":
+        return 128 <= code <= 255  # 1-127 are permanent failures
+    return False
+
+
+class Runner:
+    def __init__(self, plan: Plan, out=None, colour: bool | None = None):
+        self.plan = plan
+        self.out = out or sys.stdout
+        self.colour = self.out.isatty() if colour is None else colour
+        self.states = [State(r) for r in plan.replicas]
+        self.lock = threading.Lock()
+        self.stop_requested: str | None = None
+        width = max(len(r.name) for r in plan.replicas)
+        self.prefix = {r.name: r.name.ljust(width) for r in plan.replicas}
+
+    # -- output ---------------------------------------------------------------------------
+    def _emit(self, state: State, line: str) -> None:
+        prefix = self.prefix[state.replica.name]
+        if self.colour:
+            colour = COLOURS[self.states.index(state) % len(COLOURS)]
+            prefix = f"\033[{colour}m{prefix}\033[0m"
+        with self.lock:
+            self.out.write(f"{prefix} | {line}\n")
+            self.out.flush()
+
+    def _read(self, state: State, proc: subprocess.Popen) -> None:
+        for raw in proc.stdout:
+            line = raw.rstrip("\n").split("\r")[-1]
+            state.tail.append(line)
+            self._emit(state, line)
+
+    # -- processes ------------------------------------------------------------------------
+    def _start(self, state: State) -> None:
+        r = state.replica
+        for folder in r.mounts.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            env.pop(name, None)
+        env.update(r.env)
+        try:
+            state.proc = subprocess.Popen(r.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                          bufsize=1, start_new_session=True, errors="replace")
+        except OSError as exc:
+            # proc None marks "could not start", also for a restart after an earlier life
+            state.proc, state.status, state.exit_code = None, "Failed", 127
+            state.tail.append(f"cannot start {r.argv[0]}: {exc}")
+            return
+        state.status, state.started = "Running", time.monotonic()
+        state.reader = threading.Thread(target=self._read, args=(state, state.proc), daemon=True)
+        state.reader.start()
+
+    def _signal(self, state: State, sig: int) -> None:
+        if state.proc and state.proc.poll() is None:
+            try:
+                os.killpg(state.proc.pid, sig)  # the whole group: torchrun's children too
+            except ProcessLookupError:
+                pass
+
+    def _stop_all(self, status: str = "Stopped", settle: float = 0.0) -> None:
+        """SIGTERM, the grace period, SIGKILL. With `settle`, replicas first get that long to end by themselves."""
+        end = time.monotonic() + settle
+        while settle and time.monotonic() < end and any(s.proc and s.proc.poll() is None for s in self.states):
+            time.sleep(0.05)
+        running = [s for s in self.states if s.proc and s.status == "Running"]
+        for s in running:
+            self._signal(s, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS
+        for s in running:
+            try:
+                s.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._signal(s, signal.SIGKILL)
+                s.proc.wait()
+            self._finish(s, "Succeeded" if s.proc.returncode == 0 else status)
+        for s in self.states:
+            if s.proc:
+                try:  # stray grandchildren of an exited leader
+                    os.killpg(s.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _finish(self, state: State, status: str) -> None:
+        if state.reader:
+            state.reader.join(timeout=5)
+        state.exit_code = state.proc.returncode if state.proc else state.exit_code
+        if state.exit_code is not None and state.exit_code < 0:
+            state.exit_code = 128 - state.exit_code  # killed by signal N reads as 128+N, as in a container
+        state.wall += time.monotonic() - state.started if state.started else 0.0
+        state.started = 0.0
+        state.status = status
+
+    # -- the operator's loop --------------------------------------------------------------
+    def request_stop(self, why: str) -> None:
+        self.stop_requested = why
+
+    def run(self) -> Outcome:
+        job_start = time.monotonic()
+        restarts_total = 0
+        for state in self.states:
+            self._start(state)
+        while True:
+            if self.stop_requested:
+                self._stop_all()
+                return Outcome(False, self.stop_requested, self.states)
+            deadline = self.plan.active_deadline
+            if deadline is not None and time.monotonic() - job_start > deadline:
+                self._stop_all()
+                return Outcome(False, f"DeadlineExceeded: the job ran longer than activeDeadlineSeconds={deadline}",
+                               self.states)
+            for state in self.states:
+                if state.status != "Running" or state.proc.poll() is None:
+                    if state.status == "Failed" and state.proc is None:
+                        return self._fail(state, "could not start")
+                    continue
+                code = state.proc.returncode
+                self._finish(state, "Succeeded" if code == 0 else "Failed")
+                code = state.exit_code
+                if code != 0 and retryable(state.replica.restart_policy, code):
+                    limit = self.plan.backoff_limit
+                    if limit is not None and restarts_total >= limit:
+                        return self._fail(state, f"BackoffLimitExceeded: {restarts_total} restart(s) used, "
+                                                 f"runPolicy.backoffLimit is {limit}")
+                    restarts_total += 1
+                    state.restarts += 1
+                    self._emit(state, f"exited with code {code}; restarting (restartPolicy "
+                                      f"{state.replica.restart_policy}, restart {state.restarts})")
+                    self._start(state)
+                    continue
+                if code != 0:
+                    why = {"Never": "restartPolicy Never", "ExitCode": f"exit code {code} is permanent under restartPolicy ExitCode"}
+                    return self._fail(state, why.get(state.replica.restart_policy, "not restarted"))
+            done = self._succeeded()
+            if done:
+                # The job is Succeeded; replicas still finishing get a moment before they are stopped.
+                self._stop_all(settle=GRACE_SECONDS)
+                return Outcome(True, done, self.states)
+            time.sleep(0.05)
+
+    def _succeeded(self) -> str:
+        if self.plan.has_master:
+            master = self.states[0]
+            return "the Master succeeded" if master.status == "Succeeded" else ""
+        return "every Worker succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
+
+    def _fail(self, state: State, why: str) -> Outcome:
+        state.status = "Failed"
+        self._stop_all()
+        state.status = "Failed"
+        tail = "\n".join(f"    {line}" for line in state.tail) or "    (no output)"
+        reason = f"{state.replica.name} failed with exit code {state.exit_code} ({why}); its last lines:\n{tail}"
+        return Outcome(False, reason, self.states)
+
+
+def summary(outcome: Outcome, plan: Plan) -> str:
+    lines = [f"{'replica':<12}{'status':<11}{'restarts':>9}{'exit':>6}{'wall s':>9}"]
+    for s in outcome.states:
+        code = "-" if s.exit_code is None else str(s.exit_code)
+        lines.append(f"{s.replica.name:<12}{s.status:<11}{s.restarts:>9}{code:>6}{s.wall:>9.1f}")
+    lines.append(("job succeeded: " if outcome.succeeded else "job failed: ") + outcome.reason)
+    folders = sorted({str(f) for r in plan.replicas for f in r.mounts.values()} |
+                     {r.env["OUTPUT_DIR"] for r in plan.replicas if "OUTPUT_DIR" in r.env})
+    for folder in folders:
+        if os.path.isdir(folder) and os.listdir(folder):
+            lines.append(f"outputs in {folder}: {', '.join(sorted(os.listdir(folder)))}")
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""`python -m generator import`: manifests to values that render the same PyTorchJob."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator.job import importer
+from tests.support.cli_helpers import run
+from tests.support import MANIFESTS, our_manifests, upstream_examples
+
+OURS = sorted(MANIFESTS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("manifest", our_manifests() + upstream_examples())
+def test_import_then_render_gives_back_the_same_pytorchjob(manifest, tmp_path):
+    original = yaml.safe_load(manifest.read_text())
+    values_file = tmp_path / "values.yaml"
+    code, _, err = run("import", str(manifest), "-o", str(values_file))
+    assert code == 0, err
+    code, rendered, err = run("render", str(values_file), "--namespace", original["metadata"].get("namespace", "default"))
+    assert code == 0, err
+    (job,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PyTorchJob"]
+    assert importer.compare(original, job) == []
+    # and the comparison is not vacuous
+    assert job["metadata"]["name"] == original["metadata"]["name"]
+    assert set(job["spec"]["pytorchReplicaSpecs"]) == set(original["spec"]["pytorchReplicaSpecs"])
+
+
+def test_compare_notices_differences():
+    original = yaml.safe_load(OURS[0].read_text())
+    changed = yaml.safe_load(OURS[0].read_text())
+    next(iter(changed["spec"]["pytorchReplicaSpecs"].values()))["template"]["spec"]["containers"][0]["image"] = "x:1"
+    assert importer.compare(original, changed)
+
+
+def test_defaults_the_original_lacked_are_switched_off(tmp_path):
+    manifest = MANIFESTS / "vsphere-gpu.yaml"
+    code, out, _ = run("import", str(manifest))
+    values = yaml.safe_load(out)
+    assert values["shm"] == {"enabled": False} and values["gpuToleration"] is False
+    assert values["disableIstioSidecar"] is False
+    path = tmp_path / "v.yaml"
+    path.write_text(out)
+    job = next(d for d in yaml.safe_load_all(run("render", str(path))[1]) if d)
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    assert "sidecar.istio.io/inject" not in (worker["metadata"].get("annotations") or {})
+    assert worker["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert [v["name"] for v in worker["spec"]["volumes"]] == ["dshm"]  # the original's own, not the chart's
+
+
+def test_per_role_differences_and_sidecars_are_kept(tmp_path):
+    code, out, _ = run("import", str(MANIFESTS / "per-role-differences.yaml"))
+    values = yaml.safe_load(out)
+    assert values["master"]["restartPolicy"] == "ExitCode" and values["worker"]["restartPolicy"] == "OnFailure"
+    assert values["kueue"] == {"queueName": "team-vision"}
+    assert values["worker"]["extraContainers"] == [{"name": "log-shipper", "image": "fluent/fluent-bit:3.1"}]
+    assert values["master"]["podSpecExtra"]["initContainers"][0]["name"] == "fetch"
+    assert values["containerExtra"] == {"workingDir": "/workspace"} and values["port"] == 29500
+
+
+def test_notes_go_to_stderr():
+    code, out, err = run("import", str(MANIFESTS / "tencent-nccl.yaml"))
+    assert code == 0 and "note: namespace ai-training is not part of the values" in err and "note" not in out
+
+
+def test_deprecated_nproc_field_moves_to_spec(tmp_path):
+    job = yaml.safe_load((MANIFESTS / "elastic-workers.yaml").read_text())
+    job["spec"].pop("nprocPerNode")
+    job["spec"]["elasticPolicy"]["nProcPerNode"] = 2
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(job))
+    code, out, err = run("import", str(path))
+    assert code == 0 and yaml.safe_load(out)["topology"]["nprocPerNode"] == "2"
+    assert "moved the deprecated elasticPolicy.nProcPerNode" in err
+
+
+def _mutated(mutate):
+    job = yaml.safe_load((MANIFESTS / "vsphere-cpu.yaml").read_text())
+    mutate(job)
+    return yaml.safe_dump(job)
+
+
+INVALID = [
+    ("not: [yaml", "is not valid YAML"),
+    ("", "is empty"),
+    ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n", "no PyTorchJob in the file"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas=2)),
+     "spec.pytorchReplicaSpecs.Master.replicas: must be written and be exactly 1 (got 2)"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"].update(Chief=j["spec"]["pytorchReplicaSpecs"]["Worker"])),
+     "spec.pytorchReplicaSpecs.Chief: is not a PyTorchJob replica type"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(name="main")),
+     "has no container named pytorch"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].pop("image")),
+     "image: is missing"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["resources"]
+              ["limits"].update(memory="1Gi")), "limits.memory: is below the master request 4Gi"),
+    (_mutated(lambda j: j["metadata"].update(name="Bad_Name")), "metadata.name: is not a DNS-1035 label"),
+    (_mutated(lambda j: j["spec"].update(nprocPerNode=2)), "spec.nprocPerNode: must be a string"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].update(
+        imagePullPolicy=["Always"])), "spec.pytorchReplicaSpecs.Master.template.spec.containers.0.imagePullPolicy"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(
+        image="harbor.vsphere.local/library/other:2")), "differs between Master and Worker"),
+    (_mutated(lambda j: [s["template"]["spec"]["containers"][0].update(image="busybox")
+                         for s in j["spec"]["pytorchReplicaSpecs"].values()]), "must name exactly one of a tag or a digest"),
+]
+
+
+@pytest.mark.parametrize("text, message", INVALID, ids=[m for _, m in INVALID])
+def test_invalid_manifests_are_refused_without_output(tmp_path, text, message):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(text)
+    out = tmp_path / "values.yaml"
+    code, stdout, stderr = run("import", str(manifest), "-o", str(out))
+    assert code == 1, stderr
+    assert message in stderr and "Traceback" not in stderr
+    assert not out.exists()

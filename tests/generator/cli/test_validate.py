@@ -1,0 +1,125 @@
+"""`python -m generator validate`: the schema and the cross-field rules, all findings at once."""
+import json
+
+import pytest
+
+from tests.support import scenarios
+from tests.support.cli_helpers import run
+from tests.support import MANIFESTS
+
+
+def write(tmp_path, text, name="values.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", scenarios.names("pytorchjob"))
+def test_every_scenario_is_valid(name):
+    code, out, err = run("validate", str(scenarios.DIR / "pytorchjob" / f"{name}.yaml"))
+    assert (code, err) == (0, "") and out.endswith(": valid\n")
+
+
+BROKEN = """\
+topology:
+  workers: 2
+  backend: nccl
+  nprocPerNode: "4"
+resources:
+  requests: {cpu: lots, memory: 8Gi, nvidia.com/gpu: 2}
+  limits: {memory: 4Gi}
+  gpus: 1
+master:
+  resources:
+    gpus: 0
+elasticPolicy:
+  enabled: true
+  minReplicas: 5
+  maxReplicas: 3
+port: 70000
+job:
+  name: Training_Job
+imagePullPolicy: Always
+"""
+
+
+def test_reports_every_problem_at_once_with_path_value_and_hint(tmp_path):
+    code, out, err = run("validate", write(tmp_path, BROKEN))
+    assert code == 1
+    for expected in [
+        "imagePullPolicy: is not a known key; known keys here: affinity, args,",
+        "job.name: is not in the expected form (got 'Training_Job')",
+        "port: must be at most 65535 (got 70000)",
+        "resources.requests.cpu: is not a valid Kubernetes quantity (got 'lots'); write a Kubernetes quantity",
+    ]:
+        assert expected in err
+
+
+def test_each_problem_is_reported_once(tmp_path):
+    code, _, err = run("validate", write(tmp_path, "job:\n  name: Bad_Name\n"))
+    assert code == 1 and err.count("job.name") == 1
+
+
+def test_cross_field_rules(tmp_path):
+    # The chart's own guards (elastic range, name length) stop a render at the first one,
+    # so this case keeps them satisfied and collects every rule on the rendered job.
+    text = BROKEN.replace("minReplicas: 5", "minReplicas: 1").replace("cpu: lots", "cpu: '1'").replace("  name: Training_Job", "  name: training").replace(
+        "port: 70000\n", "").replace("imagePullPolicy: Always\n", "")
+    code, out, err = run("validate", write(tmp_path, text))
+    assert code == 1
+    for expected in [
+        "resources.limits.memory: is below the master request 8Gi",
+        "resources.gpus: is below the worker request 2 (got 1)",
+        "resources.requests.nvidia.com/gpu: is an extended resource without a limit on the master (got 2)",
+        "topology.backend: nccl needs GPUs, and the master pods have none",
+        "topology.nprocPerNode: starts 4 processes per pod but the worker has 1 GPU(s)",
+    ]:
+        assert expected in err, err
+
+
+def test_json_output_for_ci(tmp_path):
+    good = write(tmp_path, "topology: {workers: 1}\n", "good.yaml")
+    bad = write(tmp_path, "topology: {workers: -1}\n", "bad.yaml")
+    code, out, _ = run("validate", good, bad, "--format", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert [r["valid"] for r in report] == [True, False]
+    assert report[1]["findings"] == [{"path": "topology.workers", "message": "must be at least 0", "value": -1,
+                                      "hint": "use a value at least 0"}]
+
+
+def test_release_name_counts_toward_pod_names(tmp_path):
+    path = write(tmp_path, "{}\n")
+    assert run("validate", path, "--release", "short")[0] == 0
+    code, _, err = run("validate", path, "--release", "r" * 50)
+    assert code == 1 and "job.name: \"rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr-pytorchjob\" (61 characters) leaves no room" in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: [1\n", "is not valid YAML"),
+    ("- just\n- a list\n", "must be a YAML mapping of values (got 'list')"),
+])
+def test_unreadable_files(tmp_path, text, message):
+    code, _, err = run("validate", write(tmp_path, text))
+    assert code == 1 and message in err
+
+
+def test_missing_file_and_usage():
+    assert run("validate", "/nonexistent/values.yaml")[0] == 1
+    assert run("validate")[0] == 2
+
+
+def test_empty_file_is_the_defaults(tmp_path):
+    assert run("validate", write(tmp_path, ""))[0] == 0
+
+
+def test_manifests_are_checked_against_the_operator_and_kubernetes(tmp_path):
+    from pathlib import Path
+
+    good = MANIFESTS / "tencent-nccl.yaml"
+    assert run("validate", str(good)) == (0, f"{good}: valid\n", "")
+    bad = tmp_path / "job.yaml"
+    bad.write_text(good.read_text().replace("replicas: 1", "replicas: 2").replace("imagePullPolicy: Always",
+                                                                                    "imagePullPolicy: [Always]"))
+    code, _, err = run("validate", str(bad))
+    assert code == 1 and "spec.pytorchReplicaSpecs.Master.replicas: must be written and be exactly 1 (got 2)" in err

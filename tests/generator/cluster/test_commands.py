@@ -1,0 +1,279 @@
+"""submit, status, logs, wait and delete with the real kubernetes client over real HTTP,
+against tests/fake_kube_api.py (a small test double of the API server)."""
+import json
+import threading
+import time
+
+import pytest
+
+from tests.support.cli_helpers import run
+from tests.support.fake_kube_api import FakeKubeAPI, now
+from tests.support import MANIFESTS
+
+NS = "ml"
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    server = FakeKubeAPI().start()
+    monkeypatch.setenv("KUBECONFIG", server.kubeconfig(tmp_path / "kubeconfig"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def values_file(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\n")
+    return str(path)
+
+
+def later(seconds, fn, *args, **kwargs):
+    timer = threading.Timer(seconds, fn, args, kwargs)
+    timer.start()
+    return timer
+
+
+def test_submit_applies_pvc_then_job_and_reports_created(api, values_file):
+    code, out, err = run("submit", values_file)
+    assert code == 0, err
+    assert out == "pytorchjob mnist created\n"
+    assert "persistentvolumeclaim mnist-output applied" in err
+    job = api.jobs[(NS, "mnist")]
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert (NS, "mnist-output") in api.pvcs
+    patches = [p for m, p in api.requests if m == "PATCH"]
+    assert "persistentvolumeclaims/mnist-output" in patches[0] and "pytorchjobs/mnist" in patches[1]
+    assert all("fieldManager=pytorchjob-kit" in p for p in patches)
+
+
+def test_resubmitting_an_unchanged_job_is_a_no_op(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    version = api.jobs[(NS, "mnist")]["metadata"]["resourceVersion"]
+    code, out, _ = run("submit", values_file)
+    assert (code, out) == (0, "pytorchjob mnist unchanged\n")
+    assert api.jobs[(NS, "mnist")]["metadata"]["resourceVersion"] == version
+
+
+def test_changed_job_is_configured(api, values_file, tmp_path):
+    assert run("submit", values_file)[0] == 0
+    changed = tmp_path / "changed.yaml"
+    changed.write_text("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 3}\n")
+    code, out, _ = run("submit", str(changed))
+    assert (code, out) == (0, "pytorchjob mnist configured\n")
+
+
+def test_dry_run_persists_nothing(api, values_file):
+    code, out, _ = run("submit", values_file, "--dry-run")
+    assert code == 0 and "dry run: nothing was persisted" in out
+    assert api.jobs == {} and api.pvcs == {}
+    assert any("dryRun=All" in p for _, p in api.requests)
+
+
+def test_submitting_over_a_finished_job_says_so_and_replace_recreates_it(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.set_condition(NS, "mnist", "Succeeded")
+    code, _, err = run("submit", values_file)
+    assert code == 1 and "already finished (Succeeded)" in err and "--replace" in err
+    uid = api.jobs[(NS, "mnist")]["metadata"]["uid"]
+    code, out, err = run("submit", values_file, "--replace")
+    assert code == 0 and "pytorchjob mnist created" in out and "deleted (it had succeeded)" in err
+    assert api.jobs[(NS, "mnist")]["metadata"]["uid"] != uid and "status" not in api.jobs[(NS, "mnist")]
+
+
+def test_submit_a_manifest_and_wait_for_it(api, tmp_path):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((MANIFESTS / "vsphere-cpu.yaml").read_text())
+    ns = "kubeflow-user"  # the manifest's own
+    later(0.5, api.set_condition, ns, "pytorch-mnist-cpu", "Running")
+    later(1.0, api.set_condition, ns, "pytorch-mnist-cpu", "Succeeded")
+    code, out, err = run("submit", str(manifest), "--wait", "--timeout", "20")
+    assert code == 0, err
+    assert "pytorchjob pytorch-mnist-cpu created" in out and "pytorchjob pytorch-mnist-cpu succeeded" in out
+    assert "pytorch-mnist-cpu: Running" in err
+    assert api.jobs[(ns, "pytorch-mnist-cpu")]["metadata"]["namespace"] == ns
+
+
+def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(api, tmp_path):
+    manifest = MANIFESTS / "tencent-nccl.yaml"  # namespace ai-training
+    assert run("submit", str(manifest))[0] == 0
+    assert ("ai-training", "tke-nccl-resnet") in api.jobs
+    code, _, err = run("submit", str(manifest), "-n", "other")
+    assert code == 1 and "puts PyTorchJob tke-nccl-resnet in namespace ai-training but --namespace is other" in err
+
+
+def test_logs_before_any_pod_exists(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    code, out, err = run("logs", "mnist")
+    assert code == 0 and out == "" and "has no pods yet" in err
+
+
+def test_submit_validates_before_touching_the_cluster(api, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("topology: {backend: nccl}\n")
+    code, _, err = run("submit", str(bad))
+    assert code == 1 and "topology.backend: nccl needs GPUs" in err
+    assert not [r for r in api.requests if r[0] == "PATCH"]
+
+
+def test_status_table_and_json(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.set_condition(NS, "mnist", "Running", replicas={"Master": {"active": 1}, "Worker": {"active": 1, "failed": 1}})
+    api.set_condition(NS, "mnist", "Failed", reason="PyTorchJobFailed", message="worker-1 exited with code 1")
+    code, out, _ = run("status", "mnist")
+    assert code == 0
+    assert "PyTorchJob mnist (namespace ml): Failed" in out
+    assert "Worker           1          0       1" in out
+    assert "last: PyTorchJobFailed: worker-1 exited with code 1" in out
+    code, out, _ = run("status", "mnist", "--format", "json")
+    report = json.loads(out)
+    assert report["state"] == "Failed" and report["replicas"]["Worker"] == {"active": 1, "succeeded": 0, "failed": 1}
+    assert [c["type"] for c in report["conditions"]] == ["Running", "Failed"] and report["completionTime"]
+    assert run("status", "nope")[0] == 1
+
+
+def test_logs_interleaved_with_prefixes_and_one_replica(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    master = api.add_pod(NS, "mnist", "Master", 0)
+    worker = api.add_pod(NS, "mnist", "Worker", 1)
+    api.log(NS, master, "m: starting")
+    api.log(NS, worker, "w: starting")
+    api.log(NS, master, "m: epoch 1")
+    code, out, _ = run("logs", "mnist")
+    assert code == 0
+    assert out.splitlines() == ["master-0 | m: starting", "worker-1 | w: starting", "master-0 | m: epoch 1"]
+    code, out, _ = run("logs", "mnist", "--replica", "worker-1")
+    assert out.splitlines() == ["worker-1 | w: starting"]
+    code, _, err = run("logs", "mnist", "--replica", "worker-7")
+    assert code == 1 and "no such pod" in err and "master-0, worker-1" in err
+
+
+def test_logs_previous_shows_the_container_before_its_restart(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    pod = api.add_pod(NS, "mnist", "Worker", 0)
+    api.log(NS, pod, "first life: crashed")
+    api.restart_container(NS, pod)
+    api.log(NS, pod, "second life")
+    assert run("logs", "mnist", "--previous")[1].splitlines() == ["worker-0 | first life: crashed"]
+    assert run("logs", "mnist")[1].splitlines() == ["worker-0 | second life"]
+
+
+def test_logs_follow_waits_through_pending_and_restarts(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    pod = api.add_pod(NS, "mnist", "Master", 0, phase="Pending", waiting="ContainerCreating")
+
+    def operator():
+        time.sleep(1.0)
+        api.update_pod(NS, pod, "Running", {"running": {"startedAt": now()}})
+        api.log(NS, pod, "epoch 1")
+        end = time.monotonic() + 10  # the user is attached before the container dies
+        while not any("/log" in p and "follow=true" in p for _, p in api.requests) and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        api.restart_container(NS, pod)  # the container dies and the kubelet restarts it
+        time.sleep(1.5)
+        api.log(NS, pod, "resumed at epoch 2")
+        api.update_pod(NS, pod, "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}})
+        api.set_condition(NS, "mnist", "Succeeded")
+        api.close_log(NS, pod)
+
+    later(0.1, operator)
+    code, out, err = run("logs", "mnist", "--follow")
+    assert code == 0
+    assert "master-0 | waiting: ContainerCreating" in err
+    assert "master-0 | container restarted (restart 1)" in err, (out, err)
+    assert out.splitlines() == ["master-0 | epoch 1", "master-0 | resumed at epoch 2"]
+
+
+def test_wait_exit_codes(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    later(0.5, api.set_condition, NS, "mnist", "Running")
+    code, out, _ = run("wait", "mnist", "--for", "Running", "--timeout", "20")
+    assert (code, out) == (0, "pytorchjob mnist running\n")
+    code, _, err = run("wait", "mnist", "--for", "Succeeded", "--timeout", "1")
+    assert code == 2 and "timed out waiting for Succeeded" in err
+    worker = api.add_pod(NS, "mnist", "Worker", 1, phase="Failed", exit_code=137)
+    later(0.3, api.set_condition, NS, "mnist", "Failed", reason="PyTorchJobFailed", message="worker failed")
+    code, _, err = run("wait", "mnist", "--timeout", "20")
+    assert code == 1
+    assert "ended Failed, not Succeeded: PyTorchJobFailed: worker failed" in err
+    assert f"first failed pod: {worker} (container pytorch exited 137: Error)" in err
+
+
+def test_delete_with_and_without_pvc(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.add_pod(NS, "mnist", "Master", 0)
+    code, out, _ = run("delete", "mnist", "--with-pvc")
+    assert code == 0 and out.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
+    assert api.jobs == {} and api.pvcs == {} and api.pods == {}
+    code, _, err = run("delete", "mnist")
+    assert code == 1 and "PyTorchJob mnist not found in namespace ml" in err
+
+
+def test_delete_refuses_a_claim_the_chart_did_not_create(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.pvcs[(NS, "mnist-output")]["metadata"]["labels"] = {}
+    code, _, err = run("delete", "mnist", "--with-pvc")
+    assert code == 1 and "was not created by charts/pytorchjob" in err and (NS, "mnist-output") in api.pvcs
+
+
+def test_namespace_and_context_flags(api, values_file):
+    assert run("submit", values_file, "--namespace", "team-b")[0] == 0
+    assert ("team-b", "mnist") in api.jobs
+    assert run("submit", values_file, "--context", "other")[0] == 0
+    assert ("other-ns", "mnist") in api.jobs
+
+
+# -- errors a user can act on ---------------------------------------------------------------
+
+def test_no_kubeconfig(tmp_path, monkeypatch, values_file):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run("status", "x")
+    assert code == 1 and "no kubeconfig found" in err and "KUBECONFIG" in err and "Traceback" not in err
+
+
+def test_cluster_unreachable(tmp_path, monkeypatch):
+    server = FakeKubeAPI()
+    path = server.kubeconfig(tmp_path / "kc")
+    server.server.server_close()  # nothing listens on that port any more
+    monkeypatch.setenv("KUBECONFIG", path)
+    code, _, err = run("status", "x")
+    assert code == 1 and f"cannot reach the cluster at {server.url}" in err and "kubectl cluster-info" in err
+
+
+def test_crd_missing(api, values_file):
+    api.crd_installed = False
+    code, _, err = run("submit", values_file)
+    assert code == 1 and "CRD pytorchjobs.kubeflow.org is missing" in err and "install charts/pytorch-operator first" in err
+
+
+def test_forbidden_names_verb_and_resource(api, values_file):
+    api.forbidden.add(("patch", "pytorchjobs"))
+    code, _, err = run("submit", values_file)
+    assert code == 1 and "forbidden: your user cannot patch pytorchjobs in namespace ml" in err
+    api.forbidden = {("list", "pods")}
+    assert run("submit", values_file)[0] == 0
+    code, _, err = run("logs", "mnist")
+    assert code == 1 and "cannot list pods" in err
+
+
+def test_webhook_rejection_is_passed_on(api, values_file):
+    api.webhook = lambda job: "PyTorchJobSpec is not valid: Master ReplicaSpec must have 1 replica"
+    code, _, err = run("submit", values_file)
+    assert code == 1
+    assert "the operator's webhook rejected PyTorchJob mnist: PyTorchJobSpec is not valid: Master ReplicaSpec" in err
+
+
+def test_name_conflict_with_another_manager(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.foreign_owner.add("mnist")
+    code, _, err = run("submit", values_file)
+    assert code == 1 and "owned by another tool" in err and 'conflict with "kubectl"' in err
+
+
+def test_expired_credentials(api, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", api.kubeconfig(tmp_path / "kc2", token="expired"))
+    code, _, err = run("status", "x")
+    assert code == 1 and "rejected your credentials" in err

@@ -1,0 +1,202 @@
+"""`python -m generator run`: the operator's contract and semantics on this machine."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.local import plan as local_plan, runner as local_run
+from tests.support import local_jobs
+from tests.support.cli_helpers import run
+
+PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
+             "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
+             "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path, monkeypatch):
+    """runs/<job>/ lands in the test's folder, not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
+def env_lines(stdout: str) -> dict:
+    out = {}
+    for line in stdout.splitlines():
+        replica, sep, text = line.partition(" | ")
+        if sep and text.startswith("{"):
+            out[replica.strip()] = json.loads(text)
+    return out
+
+
+def test_env_contract_of_every_replica(tmp_path):
+    body, marker = local_jobs.job("envjob", PRINT_ENV, PRINT_ENV, workers=2, extra_env=[
+        {"name": "GREETING", "value": "hi"}, {"name": "OUT", "value": "/opt/pytorch/output/x"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+    for spec in body["spec"]["pytorchReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/opt/pytorch/output"}]
+        pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "results"}}]
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 0, err
+    envs = env_lines(out)
+    assert set(envs) == {"master-0", "worker-0", "worker-1"}
+    port = envs["master-0"]["MASTER_PORT"]
+    for rank, replica in enumerate(["master-0", "worker-0", "worker-1"]):
+        e = envs[replica]
+        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["WORLD_SIZE"], e["RANK"]) == ("127.0.0.1", port, "3", str(rank))
+        assert e["LOCAL_RANK"] is None and e["PYTHONUNBUFFERED"] == "1"
+        assert (e["PET_MASTER_ADDR"], e["PET_NNODES"], e["PET_NODE_RANK"]) == ("127.0.0.1", "3", str(rank))
+        assert e["GREETING"] == "hi" and e["POD"] == f"envjob-{replica}"
+        assert e["OUT"] == str(tmp_path / "run" / "results" / "x")  # the mount path, mapped to a folder
+    assert "job succeeded: the Master succeeded" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_plan_maps_commands_nproc_and_elastic(tmp_path):
+    body, _ = local_jobs.job("plan", "pass", "pass", workers=1)
+    body["spec"]["nprocPerNode"] = "2"
+    for spec in body["spec"]["pytorchReplicaSpecs"].values():
+        c = spec["template"]["spec"]["containers"][0]
+        c["command"], c["args"] = ["torchrun", "--module", "trainer"], ["--output-dir=/data/out"]
+        c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "data", "mountPath": "/data"}]
+        spec["template"]["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                                               {"name": "data", "emptyDir": {}}]
+    plan = local_plan.plan(body, tmp_path)
+    master, worker = plan.replicas
+    assert master.argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert master.argv[-1] == f"--output-dir={tmp_path}/pods/master-0/data/out"
+    assert worker.env["WORLD_SIZE"] == "4" and worker.env["PET_NPROC_PER_NODE"] == "2"
+    assert "/dev/shm" not in master.mounts
+    body["spec"]["pytorchReplicaSpecs"].pop("Master")
+    body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 4}
+    (only,) = local_plan.plan(body, tmp_path).replicas
+    assert only.env["PET_NNODES"] == "1:3" and only.env["PET_RDZV_BACKEND"] == "c10d"
+    assert only.env["PET_RDZV_ENDPOINT"].startswith("127.0.0.1:") and only.env["PET_MAX_RESTARTS"] == "4"
+    assert "MASTER_ADDR" not in only.env
+
+
+def test_no_command_runs_the_image_entrypoint(tmp_path):
+    body, _ = local_jobs.job("entry", "pass")
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].pop("command")
+    (master,) = local_plan.plan(body, tmp_path).replicas
+    assert master.argv == [sys.executable, "-m", "trainer"]
+    assert master.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "master-0" / "output")
+
+
+def test_output_dir_without_a_volume_stays_inside_the_run_folder(tmp_path):
+    body, _ = local_jobs.job("outdir", "pass", "pass", workers=1,
+                             extra_env=[{"name": "OUTPUT_DIR", "value": "/opt/pytorch/output"}])
+    master = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["containers"][0]["volumeMounts"] = [{"name": "output", "mountPath": "/opt/pytorch/output"}]
+    master["volumes"] = [{"name": "output", "persistentVolumeClaim": {"claimName": "out"}}]
+    master_plan, worker_plan = local_plan.plan(body, tmp_path).replicas
+    assert master_plan.env["OUTPUT_DIR"] == str(tmp_path / "out")  # the Master's volume
+    assert worker_plan.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "worker-0" / "output")  # the Worker's own disk
+
+
+def test_secret_values_come_from_the_shell_or_are_refused(tmp_path, monkeypatch):
+    secret = [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    body, _ = local_jobs.job("secret", "pass", extra_env=secret)
+    monkeypatch.delenv("API_KEY", raising=False)
+    code, _, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "comes from Secret s/k, which only a cluster has" in err and "export API_KEY=" in err
+    monkeypatch.setenv("API_KEY", "from-shell")
+    (master,) = local_plan.plan(body, tmp_path).replicas
+    assert master.env["API_KEY"] == "from-shell"
+
+
+def test_restart_policy_never_fails_the_job_naming_replica_code_and_last_lines(tmp_path):
+    crash = "print('loading data'); print('fatal: disk full'); raise SystemExit(3)"
+    body, marker = local_jobs.job("never", "import time; time.sleep(30)", crash, workers=2, restart="Never")
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1
+    assert "job failed: worker-" in err and "failed with exit code 3 (restartPolicy Never)" in err
+    assert "    fatal: disk full" in err and "    loading data" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_on_failure_restarts_until_backoff_limit(tmp_path):
+    body, marker = local_jobs.job("backoff", "raise SystemExit(1)", run_policy={"backoffLimit": 2})
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1
+    assert out.count("restarting (restartPolicy OnFailure") == 2
+    assert "BackoffLimitExceeded: 2 restart(s) used, runPolicy.backoffLimit is 2" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_exit_code_policy_retries_only_128_to_255(tmp_path):
+    flaky = ("import os, pathlib; p = pathlib.Path(os.environ['OUT_FLAG']); "
+             "raise SystemExit(0 if p.exists() else (p.touch() or 137))")
+    body, _ = local_jobs.job("exitcode", flaky, restart="ExitCode",
+                             extra_env=[{"name": "OUT_FLAG", "value": str(tmp_path / "flag")}])
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 0 and "exited with code 137; restarting" in out
+    body, _ = local_jobs.job("permanent", "raise SystemExit(2)", restart="ExitCode")
+    code, _, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "exit code 2 is permanent under restartPolicy ExitCode" in err
+
+
+@pytest.mark.parametrize("policy, code, expected", [
+    ("Always", 0, True), ("OnFailure", 0, False), ("OnFailure", 1, True), ("Never", 1, False),
+    ("ExitCode", 1, False), ("ExitCode", 127, False), ("ExitCode", 128, True), ("ExitCode", 143, True),
+    ("ExitCode", 255, True)])
+def test_retry_decisions(policy, code, expected):
+    assert local_run.retryable(policy, code) is expected
+
+
+def test_active_deadline_stops_the_job(tmp_path):
+    body, marker = local_jobs.job("deadline", "import time; time.sleep(60)", "import time; time.sleep(60)",
+                                  workers=1, run_policy={"activeDeadlineSeconds": 1})
+    start = time.monotonic()
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "DeadlineExceeded" in err and time.monotonic() - start < 20
+    assert local_jobs.alive(marker) == []
+
+
+def test_a_command_that_cannot_start_fails_the_job_by_name(tmp_path):
+    body, marker = local_jobs.job("nostart", "import time; time.sleep(30)", "pass", workers=1)
+    worker = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["command"] = ["no-such-program-pytorchjob-kit"]
+    code, _, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "worker-0 failed with exit code 127 (could not start)" in err
+    assert "cannot start no-such-program-pytorchjob-kit" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_worker_only_job_succeeds_when_every_worker_does(tmp_path):
+    body, _ = local_jobs.job("workers", None, "print('done')", workers=2)
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 0 and "job succeeded: every Worker succeeded" in err
+
+
+def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
+    sleeper = "import time, sys; print('up', flush=True); time.sleep(120)"
+    body, marker = local_jobs.job("interrupt", sleeper, sleeper, workers=2)
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    for line in proc.stdout:
+        seen += line.rstrip().endswith("| up")
+        if seen == 3:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "stopped by SIGINT" in err and "Traceback" not in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_dry_run_prints_the_plan(tmp_path):
+    body, marker = local_jobs.job("dry", "print('ran')", "print('ran')", workers=1)
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--dry-run")
+    assert code == 0 and "master-0 (rank 0, restartPolicy OnFailure)" in err and "ran" not in out
+
+
+def test_invalid_manifest_is_refused_before_anything_runs(tmp_path):
+    body, _ = local_jobs.job("bad", "print('ran')")
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    code, out, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "Master.replicas: must be written and be exactly 1" in err and out == ""

@@ -1,0 +1,79 @@
+"""The trainer under `generator run`: a 3-replica job, and a Worker killed mid-run."""
+import json
+import math
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from generator import helm, paths
+from generator.local import plan as local_plan, runner as local_run
+
+pytestmark = pytest.mark.slow
+DIGITS_TRAIN = 1437
+
+
+def _plan(tmp_path: Path, name: str, epochs: int = 6) -> local_plan.Plan:
+    values = {"job": {"name": name}, "topology": {"workers": 2}, "output": {"enabled": True},
+              "args": ["--dataset=digits", f"--epochs={epochs}", "--threads=1", "--seed=5"]}
+    job = next(o for o in helm.render_objects(paths.JOB_CHART, values) if o["kind"] == "PyTorchJob")
+    return local_plan.plan(job, tmp_path / name)
+
+
+class Sink:
+    def __init__(self):
+        self.lines = []
+
+    def write(self, text):
+        self.lines.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def _metrics(plan):
+    folder = Path(plan.replicas[0].env["OUTPUT_DIR"])
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def test_three_replicas_succeed_each_taking_a_third_of_the_steps(tmp_path):
+    plan = _plan(tmp_path, "three")
+    outcome = local_run.Runner(plan, out=Sink()).run()
+    assert outcome.succeeded, outcome.reason
+    assert [s.status for s in outcome.states] == ["Succeeded"] * 3
+    m = _metrics(plan)
+    assert m["world_size"] == 3
+    single = math.ceil(DIGITS_TRAIN / 64)
+    assert m["steps_per_rank"] == math.ceil(DIGITS_TRAIN / (3 * 64)) == math.ceil(single / 3)
+    assert m["final_accuracy"] >= 0.95
+
+
+def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_one(tmp_path):
+    reference = _plan(tmp_path, "reference")
+    assert local_run.Runner(reference, out=Sink()).run().succeeded
+
+    plan = _plan(tmp_path, "killed")
+    sink = Sink()
+    runner = local_run.Runner(plan, out=sink)
+
+    def kill_worker_after_epoch_two():
+        while not any("epoch 3 step" in line for line in sink.lines):
+            threading.Event().wait(0.05)
+        worker = runner.states[1]
+        os.killpg(worker.proc.pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_worker_after_epoch_two, daemon=True)
+    killer.start()
+    outcome = runner.run()
+    assert outcome.succeeded, outcome.reason
+    worker = outcome.states[1]
+    assert worker.restarts >= 1
+    log = "".join(sink.lines)
+    assert "worker-0 | exited with code 137; restarting (restartPolicy OnFailure" in log
+    assert "resumed from" in log
+    assert _metrics(plan)["epoch_accuracies"] == _metrics(reference)["epoch_accuracies"]

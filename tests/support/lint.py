@@ -1,0 +1,108 @@
+"""`make lint`: the one chart-linting entry point for any CI.
+
+1. helm lint --strict of both charts: no errors, no warnings;
+2. the values schemas: valid draft-07, the top-level copy identical, the defaults valid;
+3. every scenario's rendered objects against Kubernetes' schemas (strict) and the operator's rules;
+4. checkov's Kubernetes checks on the operator chart; each failing check must be explained in
+   charts/pytorch-operator/README.md's security section.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from generator import helm, paths
+from tests.support import kube, scenarios
+
+
+def helm_lint(chart: Path) -> list[str]:
+    if helm.engine() == "helm":
+        proc = subprocess.run(["helm", "lint", "--strict", str(chart)], capture_output=True, text=True)
+        return [] if proc.returncode == 0 else [proc.stdout + proc.stderr]
+    import helm_python
+
+    report = helm_python.lint(str(chart), strict=True)
+    return [f"{m['path']}: {m['error']}" for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+
+
+def schema_problems() -> list[str]:
+    out = []
+    if paths.SCHEMA.read_bytes() != (paths.JOB_CHART / "values.schema.json").read_bytes():
+        out.append("values.schema.json differs from charts/pytorchjob/values.schema.json")
+    for chart in scenarios.CHARTS.values():
+        schema = json.loads((chart / "values.schema.json").read_text())
+        try:
+            jsonschema.Draft7Validator.check_schema(schema)
+            jsonschema.Draft7Validator(schema).validate(yaml.safe_load((chart / "values.yaml").read_text()))
+        except jsonschema.exceptions.SchemaError as exc:
+            out.append(f"{chart.name}/values.schema.json: {exc.message}")
+        except jsonschema.ValidationError as exc:
+            out.append(f"{chart.name}/values.yaml does not meet its schema: {exc.message}")
+    return out
+
+
+def scenario_problems() -> list[str]:
+    out = []
+    for chart, name in scenarios.all_cases():
+        for obj in scenarios.render_objects(chart, name):
+            out += [f"{chart}/{name}: {p}" for p in kube.problems(obj)]
+    return out
+
+
+def explained_checks() -> set[str]:
+    readme = (paths.OPERATOR_CHART / "README.md").read_text()
+    section = readme.split("## Security scan", 1)[-1]
+    return set(re.findall(r"\b(CKV2?_K8S_\d+)\b", section))
+
+
+def checkov_failures() -> tuple[set[str], list[str]]:
+    binary = os.environ.get("CHECKOV") or shutil.which("checkov")
+    if not binary:
+        return set(), ["checkov is not installed: run `make lint`, which installs it in .venv/checkov"]
+    failed: set[str] = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in scenarios.names("pytorch-operator"):
+            (Path(tmp) / f"{name}.yaml").write_text(scenarios.render_stream("pytorch-operator", name))
+        proc = subprocess.run([binary, "--quiet", "--compact", "--framework", "kubernetes", "--output", "json",
+                               "--directory", tmp], capture_output=True, text=True)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return set(), [f"checkov did not produce a report: {proc.stderr.strip()[-400:]}"]
+    for block in report if isinstance(report, list) else [report]:
+        for check in block.get("results", {}).get("failed_checks", []):
+            failed.add(check["check_id"])
+    return failed, []
+
+
+def main() -> int:
+    problems: list[str] = []
+    for chart in scenarios.CHARTS.values():
+        problems += [f"helm lint {chart.name}: {p}" for p in helm_lint(chart)]
+    print(f"helm lint: {len(scenarios.CHARTS)} charts")
+    problems += schema_problems()
+    print("schemas: checked")
+    problems += scenario_problems()
+    print(f"kubernetes validation: {len(scenarios.all_cases())} scenarios")
+    failed, errors = checkov_failures()
+    problems += errors
+    unexplained = sorted(failed - explained_checks())
+    problems += [f"checkov {c} fails on charts/pytorch-operator and its README does not explain why" for c in unexplained]
+    print(f"checkov: {len(failed)} failing checks, all explained" if not unexplained and not errors
+          else f"checkov: {len(unexplained)} unexplained failing checks")
+    for p in problems:
+        print(f"FAIL {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The launch contracts: operator env, torchrun, plain process; and the errors at start."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import trainer_procs
+from trainer import distributed
+
+
+def test_operator_env_without_local_rank():
+    launch = distributed.read_launch("gloo", {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456",
+                                              "WORLD_SIZE": "3", "RANK": "2"})
+    assert (launch.rank, launch.world_size, launch.local_rank) == (2, 3, 0)
+    assert launch.master == "job-master-0:23456" and launch.distributed and not launch.is_main
+
+
+def test_plain_process_is_world_size_one():
+    launch = distributed.read_launch("auto", {})
+    assert (launch.rank, launch.world_size, launch.backend) == (0, 1, "gloo")
+    assert not launch.distributed and launch.is_main
+
+
+def test_torchrun_env_uses_its_local_rank():
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1", "WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1",
+           "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x", "PET_NPROC_PER_NODE": "2"}
+    launch = distributed.read_launch("gloo", env)
+    assert (launch.rank, launch.world_size, launch.local_rank) == (3, 4, 1)
+
+
+def test_nproc_per_node_above_one_without_torchrun_is_refused():
+    with pytest.raises(distributed.LaunchError, match="torchrun --module trainer"):
+        distributed.read_launch("gloo", {"WORLD_SIZE": "4", "RANK": "0", "PET_NPROC_PER_NODE": "2"})
+
+
+def test_inconsistent_rank_is_refused():
+    with pytest.raises(distributed.LaunchError, match="RANK=5 does not fit WORLD_SIZE=2"):
+        distributed.read_launch("gloo", {"WORLD_SIZE": "2", "RANK": "5"})
+
+
+def _run(args, env, timeout=120):
+    return subprocess.run([sys.executable, "-m", "trainer", *args], env=env, cwd=trainer_procs.ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_nccl_without_gpu_fails_at_start_with_a_clear_error(tmp_path):
+    proc = _run(["--backend", "nccl", "--output-dir", str(tmp_path)], trainer_procs.base_env(CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 1
+    assert "--backend nccl needs a CUDA GPU" in proc.stderr and "--backend gloo" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_unreachable_master_names_its_address(tmp_path):
+    port = trainer_procs.free_port()  # nobody listens there
+    env = trainer_procs.operator_env(rank=1, world=2, port=port)
+    proc = _run(["--rdzv-timeout", "2", "--output-dir", str(tmp_path)], env)
+    assert proc.returncode == 1
+    assert f"could not reach the master at 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback (most recent call last)" not in proc.stderr
+
+
+def test_bad_arguments_are_usage_errors(tmp_path):
+    proc = _run(["--epochs", "0"], trainer_procs.base_env())
+    assert proc.returncode == 2 and "--epochs: must be above 0" in proc.stderr

@@ -1,0 +1,111 @@
+"""Real training runs on the digits data set: accuracy, outputs, reproducibility, resume."""
+import json
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.support import trainer_procs
+from trainer import checkpoint
+from trainer.model import Net
+
+pytestmark = pytest.mark.slow
+ARGS = ["--dataset", "digits", "--epochs", "6", "--threads", "1", "--seed", "3"]
+
+
+def metrics(out):
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_two_processes_under_the_operator_env_reach_95_percent(tmp_path):
+    results = trainer_procs.run_operator_job(2, [*ARGS, "--output-dir", str(tmp_path)])
+    assert [code for code, _ in results] == [0, 0], results
+    m = metrics(tmp_path)
+    assert m["world_size"] == 2 and m["backend"] == "gloo"
+    assert m["steps_per_rank"] == 12  # ceil(1437 / (2 x 64))
+    assert len(m["epoch_accuracies"]) == 6 and all(0 <= a <= 1 for a in m["epoch_accuracies"])
+    assert m["final_accuracy"] >= 0.95 and m["train_seconds"] < 60
+    assert m["samples_per_second"] > 0
+    # rank 0 alone logs
+    assert "test accuracy" in results[0][1] and results[1][1].strip() == ""
+    model = Net()
+    model.load_state_dict(torch.load(tmp_path / "mnist_cnn.pt", weights_only=True))
+
+
+def test_two_processes_under_torchrun_reach_95_percent(tmp_path):
+    port = trainer_procs.free_port()
+    env = trainer_procs.base_env(PET_NPROC_PER_NODE="2", PET_NNODES="1", PET_NODE_RANK="0",
+                                 PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--module", "trainer", *ARGS,
+                           "--output-dir", str(tmp_path)], env=env, cwd=trainer_procs.ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = metrics(tmp_path)
+    assert m["world_size"] == 2 and m["final_accuracy"] >= 0.95 and m["train_seconds"] < 60
+
+
+def test_same_seed_and_world_size_give_the_same_accuracies(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        proc = trainer_procs.trainer([*ARGS, "--epochs", "2", "--output-dir", str(out)], trainer_procs.base_env())
+        assert proc.wait(timeout=120) == 0
+        runs.append(metrics(out)["epoch_accuracies"])
+    assert runs[0] == runs[1]
+
+
+def test_sigterm_checkpoints_exits_143_and_the_restart_resumes_to_the_same_result(tmp_path):
+    reference = tmp_path / "reference"
+    assert trainer_procs.trainer([*ARGS, "--output-dir", str(reference)], trainer_procs.base_env()).wait(120) == 0
+
+    out = tmp_path / "interrupted"
+    proc = trainer_procs.trainer([*ARGS, "--log-interval", "1", "--output-dir", str(out)], trainer_procs.base_env())
+    for line in proc.stdout:  # stop mid-epoch 3
+        if line.startswith("epoch 3 step 5/"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 143, rest
+    assert "stopping at epoch 3" in rest
+    saved = checkpoint.complete(out / "checkpoints")
+    assert saved and saved[0].name.startswith("ckpt-e0002-s")  # mid-epoch 3 (0-based 2)
+    assert len(saved) <= 3  # --keep-checkpoints default
+    assert not (out / "metrics.json").exists()
+
+    restarted = trainer_procs.trainer([*ARGS, "--output-dir", str(out)], trainer_procs.base_env())
+    log = restarted.stdout.read()
+    assert restarted.wait(timeout=120) == 0
+    assert "resumed from" in log and "epoch 3, step" in log
+    assert metrics(out)["epoch_accuracies"] == metrics(reference)["epoch_accuracies"]
+
+
+def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
+    out = tmp_path / "run"
+    assert trainer_procs.trainer([*ARGS, "--epochs", "2", "--output-dir", str(out)], trainer_procs.base_env()).wait(120) == 0
+    newest = checkpoint.complete(out / "checkpoints")[0]
+    assert newest.name == "ckpt-e0002-s000000.pt"
+    older = checkpoint.complete(out / "checkpoints")[1]
+    torn = checkpoint.path_for(out / "checkpoints", 3, 0)
+    shutil.copy(newest, torn)
+    torn.write_bytes(torn.read_bytes()[: 1000])
+    proc = trainer_procs.trainer([*ARGS, "--epochs", "3", "--output-dir", str(out)], trainer_procs.base_env())
+    log = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    assert f"warning: skipping unreadable checkpoint {torn}" in log
+    assert f"resumed from {newest}" in log and str(older) not in log
+    assert len(metrics(out)["epoch_accuracies"]) == 3
+
+
+def test_elastic_rendezvous_under_torchrun_with_the_operators_pet_variables(tmp_path):
+    port = trainer_procs.free_port()
+    env = trainer_procs.base_env(PET_NPROC_PER_NODE="2", PET_NNODES="1:2", PET_RDZV_BACKEND="c10d",
+                                 PET_RDZV_ENDPOINT=f"127.0.0.1:{port}", PET_MAX_RESTARTS="1", PET_RDZV_ID="job-uid",
+                                 PET_RDZV_CONF="last_call_timeout=1")  # no 30 s wait for a second node
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--module", "trainer", *ARGS, "--epochs", "2",
+                           "--output-dir", str(tmp_path)], env=env, cwd=trainer_procs.ROOT, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert metrics(tmp_path)["world_size"] == 2
