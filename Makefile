@@ -13,7 +13,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[trainer,cluster,test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[generator,cluster,trainer,test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

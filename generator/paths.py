@@ -5,4 +5,4 @@ ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ROOT / "charts"
 JOB_CHART = CHARTS / "pytorchjob"
 OPERATOR_CHART = CHARTS / "pytorch-operator"
-SCHEMA = ROOT / "values.schema.json"
+SCHEMA = JOB_CHART / "values.schema.json"  # the top-level values.schema.json is a link to it

@@ -1,12 +1,5 @@
+"""Shared fixtures. Support code the tests import lives in tests/support/."""
 import os
 
-import pytest
-
-# Tests render with the same engine a user gets; force the SDK here only when asked.
+# Child processes (trainer, runner) hash the same way in every run.
 os.environ.setdefault("PYTHONHASHSEED", "0")
-
-
-@pytest.fixture
-def job_chart():
-    from generator import paths
-    return paths.JOB_CHART

@@ -1,7 +1,9 @@
-"""Command-line options of `python -m trainer`."""
+"""The trainer's one typed config. Every default lives here, on its field; the command line is
+built from the fields, so an option cannot drift from the value it sets."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -12,77 +14,87 @@ DEFAULT_MIRRORS = [
 ]
 
 
+def _opt(default, help: str, **extra):
+    """A field with its command-line help: choices, positive, env, flag, dest and repeat as options."""
+    meta = {"help": help, **extra}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
 @dataclass
 class Config:
-    backend: str = "auto"
-    dataset: str = "digits"
-    data_dir: str = ""
-    mirrors: list[str] = field(default_factory=lambda: list(DEFAULT_MIRRORS))
-    output_dir: str = "/opt/pytorch/output"
-    epochs: int = 10
-    batch_size: int = 64
-    optimizer: str = "adam"
-    lr: float | None = None
-    momentum: float = 0.5
-    lr_scaling: str = "sqrt"
-    seed: int = 1
-    threads: int = 0
-    rdzv_timeout: float = 300.0
-    keep_checkpoints: int = 3
-    resume: bool = True
-    log_interval: int = 20
-    synthetic_size: int = 8192
-    amp: bool = False
-    compile: bool = False
-    channels_last: bool = False
-    target_accuracy: float | None = None
+    backend: str = _opt("auto", "collective backend; auto picks nccl when CUDA is available, else gloo",
+                        choices=["auto", "gloo", "nccl"])
+    dataset: str = _opt("digits", "mnist: IDX files from --data-dir (downloaded when missing); digits: scikit-learn's "
+                        "8x8 digits scaled to 28x28 (offline); synthetic: random data for throughput",
+                        choices=["mnist", "digits", "synthetic"])
+    data_dir: str = _opt("", "where MNIST's IDX files are (default: <output-dir>/data)")
+    mirrors: list[str] = _opt(DEFAULT_MIRRORS, "MNIST download mirror, tried in order (repeatable)", flag="--mirror")
+    output_dir: str = _opt("/opt/pytorch/output", "where rank 0 writes mnist_cnn.pt, metrics.json and checkpoints/",
+                           env="OUTPUT_DIR")
+    epochs: int = _opt(10, "passes over the training set", positive=True)
+    batch_size: int = _opt(64, "samples per step on each rank", positive=True)
+    optimizer: str = _opt("adam", "adam (default recipe) or sgd (the Kubeflow example's: lr 0.01, momentum 0.5)",
+                          choices=["adam", "sgd"])
+    lr: float | None = _opt(None, "base learning rate (adam 2e-3, sgd 0.01)", type=float, positive=True)
+    momentum: float = _opt(0.5, "SGD momentum")
+    lr_scaling: str = _opt("sqrt", "scale the learning rate with the world size, since each step sees world x batch "
+                           "samples", choices=["sqrt", "linear", "none"])
+    seed: int = _opt(1, "the same seed and world size give the same accuracies")
+    threads: int = _opt(0, "torch CPU threads per process (0: torch's default)")
+    rdzv_timeout: float = _opt(300.0, "seconds to wait for the other ranks and MASTER_ADDR:MASTER_PORT", positive=True)
+    keep_checkpoints: int = _opt(3, "checkpoints kept (newest)", positive=True)
+    resume: bool = _opt(True, "ignore existing checkpoints", flag="--no-resume")
+    log_interval: int = _opt(20, "steps between progress lines", positive=True)
+    synthetic_size: int = _opt(8192, "samples of --dataset synthetic", positive=True)
+    amp: bool = _opt(False, "bf16 autocast on the GPU")
+    compile: bool = _opt(False, "torch.compile the model")
+    channels_last: bool = _opt(False, "channels_last memory format (GPU)")
+    target_accuracy: float | None = _opt(None, "stop after the first epoch whose test accuracy reaches this fraction",
+                                         type=float)
 
     @property
     def base_lr(self) -> float:
         return self.lr if self.lr is not None else (0.01 if self.optimizer == "sgd" else 2e-3)
 
 
-def parse(argv: list[str] | None = None) -> Config:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m trainer",
         description="DDP training of the Kubeflow MNIST network under any launch training-operator can produce: "
                     "its env (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK), torchrun (PET_* variables), or a plain process.")
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
-                   help="collective backend; auto picks nccl when CUDA is available, else gloo")
-    p.add_argument("--dataset", choices=["mnist", "digits", "synthetic"], default="digits",
-                   help="mnist: IDX files from --data-dir (downloaded when missing); digits: scikit-learn's "
-                        "8x8 digits scaled to 28x28 (offline); synthetic: random data for throughput")
-    p.add_argument("--data-dir", default="", help="where MNIST's IDX files are (default: <output-dir>/data)")
-    p.add_argument("--mirror", dest="mirrors", action="append", default=None,
-                   help="MNIST download mirror, tried in order (repeatable)")
-    p.add_argument("--output-dir", default=os.environ.get("OUTPUT_DIR") or "/opt/pytorch/output",
-                   help="where rank 0 writes mnist_cnn.pt, metrics.json and checkpoints/ (env OUTPUT_DIR)")
-    p.add_argument("--epochs", type=_positive(int), default=10)
-    p.add_argument("--batch-size", type=_positive(int), default=64, help="samples per step on each rank")
-    p.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
-                   help="adam (default recipe) or sgd (the Kubeflow example's: lr 0.01, momentum 0.5)")
-    p.add_argument("--lr", type=_positive(float), default=None, help="base learning rate (adam 2e-3, sgd 0.01)")
-    p.add_argument("--momentum", type=float, default=0.5, help="SGD momentum")
-    p.add_argument("--lr-scaling", choices=["sqrt", "linear", "none"], default="sqrt",
-                   help="scale the learning rate with the world size, since each step sees world x batch samples")
-    p.add_argument("--seed", type=int, default=1, help="the same seed and world size give the same accuracies")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (0: torch's default)")
-    p.add_argument("--rdzv-timeout", type=_positive(float), default=300.0,
-                   help="seconds to wait for the other ranks and MASTER_ADDR:MASTER_PORT")
-    p.add_argument("--keep-checkpoints", type=_positive(int), default=3, help="checkpoints kept (newest)")
-    p.add_argument("--no-resume", dest="resume", action="store_false", help="ignore existing checkpoints")
-    p.add_argument("--log-interval", type=_positive(int), default=20, help="steps between progress lines")
-    p.add_argument("--synthetic-size", type=_positive(int), default=8192, help="samples of --dataset synthetic")
-    p.add_argument("--amp", action="store_true", help="bf16 autocast on the GPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--channels-last", action="store_true", help="channels_last memory format (GPU)")
-    p.add_argument("--target-accuracy", type=float, default=None,
-                   help="stop after the first epoch whose test accuracy reaches this fraction")
-    ns = p.parse_args(argv)
-    cfg = Config(**{k: v for k, v in vars(ns).items() if v is not None})
-    if ns.mirrors is None:
-        cfg.mirrors = list(DEFAULT_MIRRORS)
-    return cfg
+    for f in dataclasses.fields(Config):
+        meta = dict(f.metadata)
+        flag = meta.get("flag", "--" + f.name.replace("_", "-"))
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        help_text = meta["help"]
+        if isinstance(default, bool):
+            # True defaults are turned off by a --no-... flag, False ones on by --name.
+            p.add_argument(flag, dest=f.name, action="store_false" if default else "store_true", help=help_text)
+            continue
+        if isinstance(default, list):
+            p.add_argument(flag, dest=f.name, action="append", default=None, help=help_text)
+            continue
+        kind = meta.get("type") or type(default)
+        if meta.get("positive"):
+            kind = _positive(kind)
+        if meta.get("env"):
+            help_text += f" (env {meta['env']})"
+        if default not in (None, "") and not meta.get("choices"):
+            help_text += f" (default: {default})"
+        p.add_argument(flag, dest=f.name, type=kind, choices=meta.get("choices"), default=None, help=help_text)
+    return p
+
+
+def parse(argv: list[str] | None = None) -> Config:
+    ns = vars(parser().parse_args(argv))
+    given = {k: v for k, v in ns.items() if v is not None}
+    for f in dataclasses.fields(Config):
+        env = f.metadata.get("env")
+        if f.name not in given and env and os.environ.get(env):
+            given[f.name] = os.environ[env]
+    return Config(**given)
 
 
 def _positive(kind):

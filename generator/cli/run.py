@@ -19,7 +19,8 @@ from generator.cli.common import release_option
 def command(file, release, namespace, run_dir, dry_run) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster."""
     from generator.job import source
-    from generator.local import plan as local_plan, runner as local_runner
+    from generator.local import plan as local_plan
+    from generator.local import runner as local_runner
 
     job = source.pytorchjob(source.load(file, release, namespace))
     plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)

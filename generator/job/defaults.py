@@ -4,9 +4,8 @@ from __future__ import annotations
 import copy
 import functools
 
-from generator.job.values_io import load_yaml as _load
-
 from generator import paths
+from generator.job.values_io import load_yaml as _load
 
 
 @functools.cache

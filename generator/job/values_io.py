@@ -7,14 +7,14 @@ from pathlib import Path
 
 import yaml
 
+from generator.errors import Finding, UserError
+
 # libyaml's C loader when present: same results, several times faster.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml(text):
     return yaml.load(text, Loader=_Loader)
-
-from generator.errors import Finding, UserError
 
 
 class _Dumper(yaml.SafeDumper):
@@ -37,10 +37,6 @@ _Dumper.add_representer(str, _str)
 
 def dump(data: object) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
-
-
-def dump_all(documents: list) -> str:
-    return "".join("---\n" + dump(d) for d in documents)
 
 
 def read_text(path: str) -> str:

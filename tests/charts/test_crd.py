@@ -1,13 +1,11 @@
 """The PyTorchJob CRD of charts/pytorch-operator: a structural schema under the apiextensions
 rules, with the subresources and columns kubectl relies on, accepting every PyTorchJob shape
 we know of."""
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import kube
-from tests.support import MANIFESTS, our_manifests, upstream_examples
+from tests.support import MANIFESTS, kube, our_manifests, upstream_examples
 
 FORBIDDEN = {"$ref", "definitions", "dependencies", "patternProperties", "additionalItems", "id", "$schema"}
 JUNCTORS = ("allOf", "anyOf", "oneOf", "not")

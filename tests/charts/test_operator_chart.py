@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from generator import helm, paths
-from tests.support import chartdoc
 from generator.errors import UserError
+from tests.support import chartdoc
 
 CHART = paths.OPERATOR_CHART
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -54,5 +53,3 @@ def alive(marker: str) -> list[int]:
             found.append(int(entry.name))
     return found
 
-
-PY = sys.executable

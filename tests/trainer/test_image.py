@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
 from tests.support import ROOT
 
 DOCKERFILE = ROOT / "trainer" / "Dockerfile"
@@ -38,5 +39,17 @@ def test_image_installs_the_trainer_extra_under_the_same_constraints_as_make_tes
     text = DOCKERFILE.read_text()
     makefile = (ROOT / "Makefile").read_text()
     assert 'pip install -c constraints.txt ".[trainer]"' in text
-    assert "-c constraints.txt -e '.[trainer," in makefile
+    assert "-c constraints.txt -e '.[generator,cluster,trainer,test]'" in makefile
     assert "torch==2.13.0" in (ROOT / "constraints.txt").read_text()
+
+
+def test_the_image_carries_no_generator_code_or_packages():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    image_requirements = project["dependencies"] + project["optional-dependencies"]["trainer"]
+    names = {re.split(r"[<>=\[ ]", r)[0].lower() for r in image_requirements}
+    assert names.isdisjoint({"click", "jsonschema", "helm-python-sdk", "kubernetes-validate", "kubernetes", "pyyaml",
+                             "pytorchjob-kit"}), names
+    copied = re.findall(r"^COPY (\S+)", DOCKERFILE.read_text(), re.M)
+    assert "trainer" in copied and "generator" not in copied

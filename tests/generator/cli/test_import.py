@@ -1,12 +1,11 @@
 """`python -m generator import`: manifests to values that render the same PyTorchJob."""
-from pathlib import Path
 
 import pytest
 import yaml
 
 from generator.job import importer
-from tests.support.cli_helpers import run
 from tests.support import MANIFESTS, our_manifests, upstream_examples
+from tests.support.cli_helpers import run
 
 OURS = sorted(MANIFESTS.glob("*.yaml"))
 

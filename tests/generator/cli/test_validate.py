@@ -3,9 +3,8 @@ import json
 
 import pytest
 
-from tests.support import scenarios
+from tests.support import MANIFESTS, scenarios
 from tests.support.cli_helpers import run
-from tests.support import MANIFESTS
 
 
 def write(tmp_path, text, name="values.yaml"):
@@ -63,7 +62,8 @@ def test_each_problem_is_reported_once(tmp_path):
 def test_cross_field_rules(tmp_path):
     # The chart's own guards (elastic range, name length) stop a render at the first one,
     # so this case keeps them satisfied and collects every rule on the rendered job.
-    text = BROKEN.replace("minReplicas: 5", "minReplicas: 1").replace("cpu: lots", "cpu: '1'").replace("  name: Training_Job", "  name: training").replace(
+    text = BROKEN.replace("minReplicas: 5", "minReplicas: 1").replace("cpu: lots", "cpu: '1'")
+    text = text.replace("  name: Training_Job", "  name: training").replace(
         "port: 70000\n", "").replace("imagePullPolicy: Always\n", "")
     code, out, err = run("validate", write(tmp_path, text))
     assert code == 1
@@ -114,7 +114,6 @@ def test_empty_file_is_the_defaults(tmp_path):
 
 
 def test_manifests_are_checked_against_the_operator_and_kubernetes(tmp_path):
-    from pathlib import Path
 
     good = MANIFESTS / "tencent-nccl.yaml"
     assert run("validate", str(good)) == (0, f"{good}: valid\n", "")

@@ -1,7 +1,7 @@
 """`python -m generator values`: flags to values, the summary, and refusals."""
 import subprocess
-from pathlib import Path
 import sys
+from pathlib import Path
 
 import pytest
 import yaml

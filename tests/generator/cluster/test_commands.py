@@ -6,9 +6,9 @@ import time
 
 import pytest
 
+from tests.support import MANIFESTS
 from tests.support.cli_helpers import run
 from tests.support.fake_kube_api import FakeKubeAPI, now
-from tests.support import MANIFESTS
 
 NS = "ml"
 

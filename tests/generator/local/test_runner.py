@@ -4,11 +4,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from generator.local import plan as local_plan, runner as local_run
+from generator.local import plan as local_plan
+from generator.local import runner as local_run
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
 

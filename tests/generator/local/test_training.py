@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from generator import helm, paths
-from generator.local import plan as local_plan, runner as local_run
+from generator.local import plan as local_plan
+from generator.local import runner as local_run
 
 pytestmark = pytest.mark.slow
 DIGITS_TRAIN = 1437

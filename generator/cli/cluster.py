@@ -1,0 +1,67 @@
+"""`cluster up|status|down`: a real control plane with the operator, on this machine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from generator.cli.common import emit, format_option
+
+
+def _layout(directory: str | None):
+    from generator.controlplane.layout import Layout, default_dir
+
+    return Layout(Path(directory).resolve() if directory else default_dir())
+
+
+dir_option = click.option("--dir", "directory", metavar="DIR",
+                          help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
+
+
+@click.group("cluster")
+def command() -> None:
+    """A real control plane (etcd, kube-apiserver, controller-manager, scheduler) with the operator, on loopback."""
+
+
+@command.command("up")
+@click.option("-f", "--values", "values_file", metavar="FILE", help="Values for charts/pytorch-operator.")
+@click.option("--timeout", type=click.IntRange(min=10), default=600, show_default=True,
+              help="Seconds to wait for the cluster (not counting the first build).")
+@dir_option
+def up(values_file, timeout, directory) -> None:
+    """Start the control plane, install the operator chart, run the operator; print `export KUBECONFIG=...`."""
+    from generator.controlplane import lifecycle
+
+    layout = _layout(directory)
+    state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True))
+    click.echo(f"cluster ready: {state['server']} (operator in namespace {state['operator']['namespace']})", err=True)
+    click.echo(f"export KUBECONFIG={state['kubeconfig']}")
+
+
+@command.command("status")
+@format_option
+@dir_option
+def status(fmt, directory) -> None:
+    """What runs, with each process's log file."""
+    from generator.controlplane import lifecycle
+
+    report = lifecycle.status(_layout(directory))
+    if fmt == "json":
+        emit(json.dumps(report, indent=2) + "\n", None)
+        return
+    click.echo(f"cluster in {report['dir']}: {report['phase']}" + (f" ({report['error']})" if report["error"] else ""))
+    if report["server"] and report["phase"] != "stopped":
+        click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
+    for p in report["processes"]:
+        click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
+
+
+@command.command("down")
+@dir_option
+def down(directory) -> None:
+    """Stop everything `cluster up` started."""
+    from generator.controlplane import lifecycle
+
+    stopped = lifecycle.down(_layout(directory))
+    click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")

@@ -1,0 +1,6 @@
+"""A real Kubernetes control plane on this machine: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler built from Go modules, with charts/pytorch-operator
+installed and training-operator v1.9.4 running as its Deployment says.
+
+build: the binaries; pki: certificates; supervisor: the background process owning a cluster;
+operator: the chart's install and the operator process; lifecycle: up, status and down."""

@@ -1,0 +1,57 @@
+"""Where one local cluster keeps its files, and its state file that `cluster status` and
+`cluster down` read."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.controlplane import build
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or build.cache_dir() / "cluster")
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.logs / "supervisor.log"
+
+    def component_kubeconfig(self, name: str) -> Path:
+        return self.root / "kubeconfigs" / f"{name}.yaml"
+
+    def read_state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def write_state(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        os.replace(tmp, self.state_file)

@@ -1,0 +1,91 @@
+"""Certificates of the local control plane: one CA, the API server's serving certificate, client
+certificates for the admin and the components, and the service-account signing key."""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALID = datetime.timedelta(days=365)
+# Names a client inside the cluster would use for the API server, and loopback for us.
+API_NAMES = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+             "localhost"]
+API_IPS = ["127.0.0.1", "10.96.0.1"]  # 10.96.0.1: the `kubernetes` Service in the service range
+
+
+def _write_key(path: Path, key) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + VALID))
+
+
+class Authority:
+    """The cluster's CA: signs every other certificate."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.cert_path, self.key_path = folder / "ca.crt", folder / "ca.key"
+        if self.cert_path.exists():
+            self.key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
+            self.cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        name = _name("pytorchjob-kit-local-ca")
+        self.cert = (_builder(name, name, self.key.public_key())
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                  content_commitment=False, key_encipherment=False,
+                                                  data_encipherment=False, key_agreement=False, encipher_only=False,
+                                                  decipher_only=False), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+        _write_key(self.key_path, self.key)
+        self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+
+    def issue(self, stem: str, cn: str, org: str | None = None, server: bool = False) -> tuple[Path, Path]:
+        """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist."""
+        crt, key_path = self.folder / f"{stem}.crt", self.folder / f"{stem}.key"
+        if crt.exists() and key_path.exists():
+            return crt, key_path
+        key = ec.generate_private_key(ec.SECP256R1())
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = (_builder(_name(cn, org), self.cert.subject, key.public_key())
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
+        if server:
+            sans = [x509.DNSName(n) for n in API_NAMES] + [x509.IPAddress(ipaddress.ip_address(i)) for i in API_IPS]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        _write_key(key_path, key)
+        crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return crt, key_path
+
+
+def service_account_key(folder: Path) -> tuple[Path, Path]:
+    """(private, public) RSA key files the API server signs and checks service-account tokens with."""
+    private, public = folder / "sa.key", folder / "sa.pub"
+    if not private.exists():
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        _write_key(private, key)
+        public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public

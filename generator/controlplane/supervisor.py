@@ -1,0 +1,205 @@
+"""The process that owns a local cluster: it starts etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler on loopback, installs charts/pytorch-operator,
+runs the operator as its Deployment says, keeps the operator's webhook wiring alive, and stops
+everything on SIGTERM. `generator cluster up` starts it in the background.
+
+    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from generator.controlplane import build, operator, pki, processes
+from generator.controlplane.layout import Layout
+
+SERVICE_RANGE = "10.96.0.0/16"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+STOP_ORDER = ["training-operator", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, user: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "pytorchjob-kit", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "user", "user": user}],
+        "contexts": [{"name": "pytorchjob-kit", "context": {"cluster": "pytorchjob-kit", "user": "user",
+                                                            "namespace": "default"}}],
+        "current-context": "pytorchjob-kit",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+class Supervisor:
+    def __init__(self, layout: Layout, operator_values: dict):
+        self.layout = layout
+        self.operator_values = operator_values
+        self.children: dict[str, processes.Child] = {}
+        self.stopping = threading.Event()
+        self.state: dict = {"phase": "starting", "pid": None, "processes": {}, "error": None}
+
+    # --- state -------------------------------------------------------------------------------
+    def _save(self, **changes) -> None:
+        self.state.update(changes)
+        self.state["processes"] = {n: {"pid": c.pid, "log": str(c.log)} for n, c in self.children.items()}
+        self.layout.write_state(self.state)
+
+    def _start(self, name: str, argv: list[str], env: dict | None = None) -> processes.Child:
+        child = processes.start(name, argv, self.layout.logs, env)
+        self.children[name] = child
+        self._save()
+        return child
+
+    # --- the control plane -------------------------------------------------------------------
+    def run(self) -> int:
+        import os
+
+        self.state["pid"] = os.getpid()
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        self._save()
+        try:
+            self._bring_up()
+        except Exception as exc:  # up reports it; down finds nothing left running
+            self._save(phase="failed", error=_short(exc))
+            traceback.print_exc()
+            self.stop()
+            return 1
+        self._save(phase="ready")
+        print("cluster ready", flush=True)
+        while not self.stopping.wait(1.0):
+            dead = [n for n, c in self.children.items() if not c.alive()]
+            if dead and self.state.get("phase") == "ready":
+                self._save(phase="degraded", error=", ".join(
+                    f"{n} exited with {self.children[n].proc.returncode} (log {self.children[n].log})" for n in dead))
+        self.stop()
+        return 0
+
+    def _bring_up(self) -> None:
+        bins = build.bin_dir()
+        ca = pki.Authority(self.layout.pki)
+        serving = ca.issue("apiserver", "kube-apiserver", server=True)
+        sa_private, sa_public = pki.service_account_key(self.layout.pki)
+        admin = ca.issue("admin", "pytorchjob-kit-admin", org="system:masters")
+
+        etcd_port, api_port = free_port(), free_port()
+        etcd = self._start("etcd", [str(bins / "etcd"), f"--data-dir={self.layout.etcd_data}",
+                                    f"--listen-client-url=http://127.0.0.1:{etcd_port}",
+                                    f"--listen-peer-url=http://127.0.0.1:{free_port()}"])
+        processes.wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2).status == 200,
+                             60, "etcd to be healthy", etcd)
+
+        server = f"https://127.0.0.1:{api_port}"
+        apiserver = self._start("kube-apiserver", [
+            str(bins / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", f"--secure-port={api_port}", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={serving[0]}", f"--tls-private-key-file={serving[1]}",
+            f"--client-ca-file={ca.cert_path}",
+            f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa_public}",
+            f"--service-account-signing-key-file={sa_private}",
+            f"--service-cluster-ip-range={SERVICE_RANGE}",
+            "--authorization-mode=Node,RBAC",
+            # No kube-proxy here: the API server reaches webhooks through their endpoints, on loopback.
+            "--enable-aggregator-routing=true",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+        ])
+        self._save(server=server, kubeconfig=str(self.layout.kubeconfig))
+        write_kubeconfig(self.layout.kubeconfig, server, ca.cert_path,
+                         {"client-certificate": str(admin[0]), "client-key": str(admin[1])})
+        context = ssl.create_default_context(cafile=str(ca.cert_path))
+        context.load_cert_chain(str(admin[0]), str(admin[1]))
+        processes.wait_until(lambda: urllib.request.urlopen(f"{server}/readyz", context=context, timeout=5).status == 200,
+                             180, "kube-apiserver to be ready", apiserver)
+
+        for name, user in (("kube-controller-manager", "system:kube-controller-manager"),
+                           ("kube-scheduler", "system:kube-scheduler")):
+            cert, key = ca.issue(name, user)
+            write_kubeconfig(self.layout.component_kubeconfig(name), server, ca.cert_path,
+                             {"client-certificate": str(cert), "client-key": str(key)})
+        self._start("kube-controller-manager", [
+            str(bins / "kube-controller-manager"),
+            f"--kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
+            f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
+            f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--service-account-private-key-file={sa_private}", f"--root-ca-file={ca.cert_path}",
+            "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_RANGE}",
+            "--leader-elect=false",
+        ])
+        self._start("kube-scheduler", [
+            str(bins / "kube-scheduler"),
+            f"--kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
+            f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
+            f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
+        ])
+
+        installed = operator.install(self.layout, self.operator_values)
+        self._save(operator={"namespace": installed.namespace, "deployment": installed.deployment,
+                             "service_account": installed.service_account})
+        argv, env = operator.process(self.layout, installed, server, ca.cert_path, bins)
+        child = self._start("training-operator", argv, env)
+        self.syncer = operator.WebhookSecretSync(self.layout, installed, self.stopping)
+        self.syncer.start()
+        operator.wait_ready(self.layout, installed, child)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for name in STOP_ORDER:
+            child = self.children.get(name)
+            if child is not None:
+                child.stop()
+        shutil.rmtree(operator.CERT_DIR, ignore_errors=True)  # the "volume" goes with the pod
+        self._save(phase="stopped")
+
+
+def _short(exc: Exception) -> str:
+    """One line for `cluster up` to print: an API refusal's own message, else the exception's."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            return f"{exc.__class__.__name__}: {json.loads(body).get('message')}"
+        except (ValueError, AttributeError):
+            pass
+    return str(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m generator.controlplane.supervisor")
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
+    args = parser.parse_args(argv)
+    values = yaml.safe_load(args.values.read_text()) if args.values else {}
+    supervisor = Supervisor(Layout(args.dir.resolve()), values or {})
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: supervisor.stopping.set())
+    code = supervisor.run()
+    print(json.dumps({"phase": supervisor.state.get("phase")}), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
