@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum |
 IMAGE ?= ghcr.io/pytorchjob-kit/trainer
 VARIANT ?= cpu
 
-.PHONY: venv test lint golden docs demo bench image clean
+.PHONY: venv test e2e lint golden docs demo bench image clean
 
 venv: $(STAMP)
 
@@ -18,7 +18,12 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not e2e"
+
+# The end-to-end suite on a real control plane; the first run builds it from Go modules.
+e2e: venv
+	$(PY) -m generator cluster build
+	$(PY) -m pytest -q -m e2e tests/e2e
 
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.

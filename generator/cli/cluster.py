@@ -65,3 +65,13 @@ def down(directory) -> None:
 
     stopped = lifecycle.down(_layout(directory))
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+
+
+@command.command("build")
+def build_cmd() -> None:
+    """Build (once) the control plane's binaries from Go modules into the cache."""
+    from generator.controlplane import build
+
+    missing = build.missing()
+    folder = build.ensure(say=lambda line: click.echo(line, err=True))
+    click.echo(f"{'built' if missing else 'up to date'}: {', '.join(build.BINARIES)} in {folder}")

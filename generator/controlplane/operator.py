@@ -2,7 +2,9 @@
 server-side apply, and its Deployment's container run as a local process that authenticates as
 the chart's ServiceAccount. Until a node runs pods, two things a kubelet and kube-proxy would do
 are done here: the webhook Secret becomes files where the operator reads them, and the webhook
-Service gets an EndpointSlice on this machine's address."""
+Service gets an EndpointSlice on this machine's address. The pod's volumes (its service-account
+token, its serving certificate) are folders, mounted for the operator alone where its code reads
+them."""
 from __future__ import annotations
 
 import shutil
@@ -18,8 +20,6 @@ from generator.controlplane.layout import Layout
 FIELD_MANAGER = "pytorchjob-kit"
 RELEASE = "training-operator"
 NAMESPACE = "kubeflow"
-# Compiled into the operator (pkg/cert): where it expects its serving certificate mounted.
-CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 WEBHOOK_PORT = 9443  # the operator's --webhook-server-port default, which the chart keeps
 HEALTH_PORT = 8081
 TOKEN_SECONDS = 7 * 24 * 3600
@@ -171,31 +171,64 @@ def _env(container: dict, installed: Installed) -> dict[str, str]:
     return env
 
 
+# Run inside a private mount namespace: the pod's volumes mounted where the operator's code
+# expects them ($1: service-account folder, $2: serving-certs folder), visible to it alone.
+_POD_MOUNTS = r"""set -e
+mount -t tmpfs pod-run /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount /run/pod/certs
+mount --bind "$1" /run/secrets/kubernetes.io/serviceaccount
+mount --bind "$2" /run/pod/certs
+mount -t tmpfs pod-tmp /tmp
+mkdir -p /tmp/k8s-webhook-server/serving-certs
+mount --bind /run/pod/certs /tmp/k8s-webhook-server/serving-certs
+shift 2
+exec "$@"
+"""
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def volumes(layout: Layout) -> tuple[Path, Path]:
+    """(service-account folder, serving-certs folder) of the operator's pod on this machine."""
+    base = layout.root / "volumes" / "training-operator"
+    return base / "serviceaccount", base / "serving-certs"
+
+
 def process(layout: Layout, installed: Installed, server: str, ca: Path, bins: Path) -> tuple[list[str], dict]:
-    """argv and env of the operator: the Deployment's args, its image's binary, its env, and a
-    kubeconfig holding the ServiceAccount's token where a pod would have the mounted token."""
-    from generator.controlplane.supervisor import write_kubeconfig
+    """argv and env of the operator as its pod would run it: the Deployment's args, the image's
+    binary, the container's env, and the in-cluster service-account mount with a TokenRequest
+    token, so the chart's RBAC is all it gets."""
+    import os
+    from urllib.parse import urlparse
 
     container = installed.container
     command = container.get("command") or ["/manager"]
     if command != ["/manager"]:
         raise RuntimeError(f"the operator chart's container runs {command}, not the image's /manager")
-    token = service_account_token(layout, installed)
-    kubeconfig = write_kubeconfig(layout.component_kubeconfig("training-operator"), server, ca, {"token": token})
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(layout.root), **_env(container, installed),
-           "KUBECONFIG": str(kubeconfig)}
-    # A stale certificate of an earlier cluster would be served as if the rotator had written it.
-    shutil.rmtree(CERT_DIR, ignore_errors=True)
-    return [str(bins / "training-operator.v1"), *container.get("args", [])], env
+    account, certs = volumes(layout)
+    shutil.rmtree(account.parent, ignore_errors=True)
+    account.mkdir(parents=True)
+    certs.mkdir(parents=True)
+    (account / "token").write_text(service_account_token(layout, installed))
+    (account / "namespace").write_text(installed.namespace)
+    shutil.copy(ca, account / "ca.crt")
+    url = urlparse(server)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", **_env(container, installed),
+           # What the kubelet gives every pod; the API server is on loopback here, not at its ClusterIP.
+           "KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port)}
+    # Unprivileged, a user namespace allows the mounts.
+    unshare = ["unshare", "--mount", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+    return [*unshare, "sh", "-c", _POD_MOUNTS, "pod", str(account), str(certs),
+            str(bins / "training-operator.v1"), *container.get("args", [])], env
 
 
 class WebhookSecretSync(threading.Thread):
-    """The kubelet's Secret volume: the webhook Secret's keys as files in CERT_DIR, kept current."""
+    """The kubelet's Secret volume: the webhook Secret's keys as files in the pod's
+    serving-certs folder, kept current."""
 
     def __init__(self, layout: Layout, installed: Installed, stopping: threading.Event):
         super().__init__(name="webhook-secret-sync", daemon=True)
         self.layout, self.installed, self.stopping = layout, installed, stopping
-        self.synced = threading.Event()
+        self.folder = volumes(layout)[1]
 
     def run(self) -> None:
         import base64
@@ -209,13 +242,11 @@ class WebhookSecretSync(threading.Thread):
                 secret = core.read_namespaced_secret(self.installed.webhook_secret, self.installed.namespace)
                 data = {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
                 if data and data != written:
-                    CERT_DIR.mkdir(parents=True, exist_ok=True)
                     for key, value in data.items():
-                        tmp = CERT_DIR / f".{key}.tmp"
+                        tmp = self.folder / f".{key}.tmp"
                         tmp.write_bytes(value)
-                        tmp.replace(CERT_DIR / key)
+                        tmp.replace(self.folder / key)
                     written = data
-                    self.synced.set()
             except Exception:  # the API server restarting: try again
                 pass
             self.stopping.wait(1.0)

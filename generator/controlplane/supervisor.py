@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import socket
 import ssl
 import sys
 import threading
-import time
 import traceback
 import urllib.request
 from pathlib import Path
@@ -172,7 +170,6 @@ class Supervisor:
             child = self.children.get(name)
             if child is not None:
                 child.stop()
-        shutil.rmtree(operator.CERT_DIR, ignore_errors=True)  # the "volume" goes with the pod
         self._save(phase="stopped")
 
 

@@ -103,7 +103,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
     specs = spec["pytorchReplicaSpecs"]
     notes: list[str] = []
     problems: list[Finding] = []
-    nproc = str(spec.get("nprocPerNode") or "")
+    # The operator defaults an unset nprocPerNode to "auto" and passes it on as PET_NPROC_PER_NODE.
+    nproc = str(spec.get("nprocPerNode") or "auto")
     per_pod = int(nproc) if nproc.isdigit() else 1
     order = [("Master", 1)] if "Master" in specs else []
     if "Worker" in specs:
@@ -169,8 +170,7 @@ def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port
     if has_master:
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(pods * per_pod), RANK=str(rank),
                    PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port), PET_NODE_RANK=str(rank))
-    if nproc:
-        env["PET_NPROC_PER_NODE"] = nproc
+    env["PET_NPROC_PER_NODE"] = nproc
     if elastic:
         low, high = elastic.get("minReplicas", pods), elastic.get("maxReplicas", pods)
         env.update(PET_NNODES=f"{low}:{high}", PET_RDZV_ENDPOINT=f"127.0.0.1:{rdzv_port}",

@@ -1,0 +1,182 @@
+"""The operator chart with its defaults (leader election forced on) on a real control plane,
+and what the real operator does with the jobs the generator renders."""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+import yaml
+
+from tests.support import scenarios
+
+pytestmark = pytest.mark.e2e
+WEBHOOK = "validator.pytorchjob.training-operator.kubeflow.org"
+
+
+@pytest.fixture(scope="module")
+def operator_values():
+    return {"leaderElection": True}
+
+
+def _custom(cluster):
+    from kubernetes import client
+
+    return client.CustomObjectsApi(cluster.api())
+
+
+def _core(cluster):
+    from kubernetes import client
+
+    return client.CoreV1Api(cluster.api())
+
+
+def _ensure_namespace(cluster, name):
+    from kubernetes import client
+
+    try:
+        _core(cluster).create_namespace({"metadata": {"name": name}})
+    except client.ApiException as exc:
+        assert exc.status == 409
+
+
+def test_the_crd_is_established_and_served(cluster):
+    from kubernetes import client
+
+    crd = client.ApiextensionsV1Api(cluster.api()).read_custom_resource_definition("pytorchjobs.kubeflow.org")
+    assert {(c.type, c.status) for c in crd.status.conditions} >= {("Established", "True"), ("NamesAccepted", "True")}
+    assert [v.name for v in crd.spec.versions if v.served] == ["v1"]
+
+
+@pytest.mark.parametrize("name", scenarios.names("pytorchjob"))
+def test_every_job_scenario_is_accepted_by_the_api_server_and_the_webhook(cluster, name):
+    from kubernetes import client
+
+    _ensure_namespace(cluster, scenarios.NAMESPACE)
+    job = next(o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] == "PyTorchJob")
+    api = _custom(cluster)
+    args = ("kubeflow.org", "v1", scenarios.NAMESPACE, "pytorchjobs")
+    dry = api.create_namespaced_custom_object(*args, job, dry_run="All")
+    assert dry["metadata"]["name"] == job["metadata"]["name"]
+    created = api.create_namespaced_custom_object(*args, job)
+    try:
+        assert created["spec"]["pytorchReplicaSpecs"].keys() == job["spec"]["pytorchReplicaSpecs"].keys()
+        assert created["metadata"]["uid"]
+    finally:
+        api.delete_namespaced_custom_object(*args, job["metadata"]["name"],
+                                            body=client.V1DeleteOptions(propagation_policy="Foreground"))
+
+
+def test_the_webhook_refuses_what_only_it_checks_with_the_operators_message(cluster):
+    from kubernetes import client
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "two-masters"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
+               "containers": [{"name": "pytorch", "image": "ghcr.io/pytorchjob-kit/trainer:0.1.0"}]}}}}}}
+    with pytest.raises(client.ApiException) as refused:
+        _custom(cluster).create_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", job)
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 403
+    assert message == (f'admission webhook "{WEBHOOK}" denied the request: '
+                       "spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1")
+
+
+def test_the_webhook_certificate_is_the_operators_own(cluster):
+    from kubernetes import client
+
+    api = cluster.api()
+    config = client.AdmissionregistrationV1Api(api).read_validating_webhook_configuration(
+        "validator.training-operator.kubeflow.org")
+    secrets = _core(cluster).list_namespaced_secret("kubeflow").items
+    cert = next(s for s in secrets if s.metadata.name.endswith("webhook-cert"))
+    assert {"ca.crt", "tls.crt", "tls.key"} <= set(cert.data)
+    assert all(w.client_config.ca_bundle == cert.data["ca.crt"] for w in config.webhooks)
+
+
+def test_leader_election_takes_its_lease(cluster):
+    from kubernetes import client
+
+    leases = client.CoordinationV1Api(cluster.api()).list_namespaced_lease("kubeflow").items
+    lease = next(x for x in leases if x.metadata.name == "1ca428e5.training-operator.kubeflow.org")
+    assert lease.spec.holder_identity
+    assert 'Successfully acquired lease" lock="kubeflow/1ca428e5.training-operator.kubeflow.org"' in cluster.operator_log()
+
+
+@pytest.fixture(scope="module")
+def submitted(cluster, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("job")
+    values = folder / "values.yaml"
+    cluster.cli("values", "--name", "e2e", "--workers", "2", "--cpu", "100m", "--memory", "128Mi",
+                "--env", "GREETING=hello", "--arg=--epochs=1", "-o", str(values), check=True)
+    proc = cluster.cli("submit", str(values), "-n", "default", check=True)
+    assert proc.stdout == "pytorchjob e2e created\n"
+    return values
+
+
+def _pods(cluster, job):
+    return _core(cluster).list_namespaced_pod("default", label_selector=f"training.kubeflow.org/job-name={job}").items
+
+
+def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submitted):
+    from generator.local import plan as local_plan
+
+    end = time.monotonic() + 60
+    while len(_pods(cluster, "e2e")) < 3 and time.monotonic() < end:
+        time.sleep(0.5)
+    pods = {p.metadata.name: p for p in _pods(cluster, "e2e")}
+    assert sorted(pods) == ["e2e-master-0", "e2e-worker-0", "e2e-worker-1"]
+    services = {s.metadata.name: s for s in _core(cluster).list_namespaced_service("default").items}
+    job = _custom(cluster).get_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", "e2e")
+    for name in pods:
+        assert name in services
+        for obj in (pods[name], services[name]):
+            (owner,) = obj.metadata.owner_references
+            assert (owner.kind, owner.name, owner.uid, owner.controller) == ("PyTorchJob", "e2e", job["metadata"]["uid"], True)
+
+    # The env the operator wrote against what `generator run` gives the same job.
+    rendered = yaml.safe_load_all(cluster.cli("render", str(submitted), "--namespace", "default", check=True).stdout)
+    manifest = next(d for d in rendered if d and d["kind"] == "PyTorchJob")
+    plan = {r.name: r for r in local_plan.plan(manifest, submitted.parent / "run", "default").replicas}
+    for name, pod in pods.items():
+        container = next(c for c in pod.spec.containers if c.name == "pytorch")
+        operator_env = {e.name: e.value for e in container.env if e.value is not None}
+        local_env = plan[name.removeprefix("e2e-")].env
+        differences = {k: (operator_env.get(k), local_env.get(k)) for k in set(operator_env) | set(local_env)
+                       if operator_env.get(k) != local_env.get(k)}
+        # Deliberate, and listed in the README: locally the Master is on loopback, on a free port,
+        # not <job>-master-0:23456, and a pod without an output volume writes into the run folder.
+        output = str(submitted.parent / "run" / "pods" / name.removeprefix("e2e-") / "output")
+        assert differences == {"OUTPUT_DIR": (None, output),
+                               "MASTER_ADDR": ("e2e-master-0", "127.0.0.1"),
+                               "PET_MASTER_ADDR": ("e2e-master-0", "127.0.0.1"),
+                               "MASTER_PORT": ("23456", local_env["MASTER_PORT"]),
+                               "PET_MASTER_PORT": ("23456", local_env["PET_MASTER_PORT"])}, name
+        assert operator_env["GREETING"] == "hello" and operator_env["WORLD_SIZE"] == "3"
+
+
+def test_status_and_wait_show_what_the_api_server_knows(cluster, submitted):
+    status = json.loads(cluster.cli("status", "e2e", "-n", "default", "--format", "json", check=True).stdout)
+    assert status["state"] == "Created" and status["conditions"][0]["reason"] == "PyTorchJobCreated"
+    # No node runs the pods yet, so the job cannot reach Running: wait says so and exits 2.
+    waited = cluster.cli("wait", "e2e", "-n", "default", "--for", "Running", "--timeout", "3")
+    assert waited.returncode == 2 and "is still Created after 3s; timed out waiting for Running" in waited.stderr
+    again = cluster.cli("submit", str(submitted), "-n", "default", check=True)
+    assert again.stdout == "pytorchjob e2e unchanged\n"
+
+
+def test_delete_takes_the_pods_through_garbage_collection(cluster, submitted):
+    cluster.cli("delete", "e2e", "-n", "default", check=True)
+    end = time.monotonic() + 90
+    while _pods(cluster, "e2e") and time.monotonic() < end:
+        time.sleep(0.5)
+    assert _pods(cluster, "e2e") == []
+    missing = cluster.cli("status", "e2e", "-n", "default")
+    assert missing.returncode == 1 and "PyTorchJob e2e not found in namespace default" in missing.stderr
+
+
+def test_the_operator_was_never_denied_by_rbac(cluster):
+    log = cluster.operator_log()
+    assert "Starting workers" in log  # the log is the operator's, and it got going
+    denials = [line for line in log.splitlines() if re.search(r"forbidden|cannot (get|list|watch|create|update|patch)", line, re.I)]
+    assert denials == []
