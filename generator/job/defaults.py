@@ -19,16 +19,24 @@ def chart_defaults() -> dict:
 
 def coalesce(user: dict, base: dict | None = None) -> dict:
     """What Helm renders with: maps merge key by key, anything else replaces, and a null
-    removes the default. (The same rules `helm install -f` applies.)"""
-    out = copy.deepcopy(chart_defaults() if base is None else base)
+    removes the key, whether the user or the chart wrote it (tests/generator/job/test_defaults.py
+    holds this against Helm itself)."""
+    return _without_nulls(_coalesce(user, chart_defaults() if base is None else copy.deepcopy(base)))
+
+
+def _coalesce(user: dict, out: dict) -> dict:
     for key, value in user.items():
         if value is None:
             out.pop(key, None)
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = coalesce(value, out[key])
+            out[key] = _coalesce(value, out[key])
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def _without_nulls(values: dict) -> dict:
+    return {k: _without_nulls(v) if isinstance(v, dict) else v for k, v in values.items() if v is not None}
 
 
 def merge(base: dict, over: dict) -> dict:
