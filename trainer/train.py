@@ -79,113 +79,146 @@ def _prepare(x: torch.Tensor, cfg: Config) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if cfg.channels_last else x
 
 
-def train(cfg: Config, launch: Launch) -> int:
-    """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
-    stop = Stop()
-    out_dir = Path(cfg.output_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    if launch.is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    progress = Progress(launch.is_main, 1, cfg.log_interval)
+class Trainer:
+    """One training run in named steps: build, resume, run epochs, finish. State a checkpoint
+    must carry lives on the object, so snapshot() and resume() stay each other's inverse."""
 
-    train_set, test_set = load_data(cfg, launch)
-    train_set, test_set = train_set.to(launch.device), test_set.to(launch.device)
+    def __init__(self, cfg: Config, launch: Launch):
+        self.cfg, self.launch = cfg, launch
+        self.stop = Stop()
+        self.out_dir = Path(cfg.output_dir)
+        self.ckpt_dir = self.out_dir / "checkpoints"
+        if launch.is_main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.progress = Progress(launch.is_main, 1, cfg.log_interval)
 
-    torch.manual_seed(cfg.seed)
-    model = Net().to(launch.device)
-    if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    lr = scaled_lr(cfg, launch.world_size)
-    if cfg.optimizer == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum)
-    else:
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.epochs)
-    history: dict = {"epoch_accuracies": [], "epoch_losses": [], "train_seconds": 0.0, "samples": 0}
-    start_epoch, start_step = 0, 0
+        train_set, test_set = load_data(cfg, launch)
+        self.train_set, self.test_set = train_set.to(launch.device), test_set.to(launch.device)
 
-    resumed = _resume(cfg, launch, ckpt_dir)
-    if resumed is not None:
+        torch.manual_seed(cfg.seed)
+        self.model = Net().to(launch.device)
+        if cfg.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.lr = scaled_lr(cfg, launch.world_size)
+        if cfg.optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=cfg.momentum)
+        else:
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=cfg.epochs)
+        self.history: dict = {"epoch_accuracies": [], "epoch_losses": [], "train_seconds": 0.0, "samples": 0}
+        self.start_epoch, self.start_step = 0, 0
+        self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
+        self.net = self.model
+
+    def resume(self) -> None:
+        resumed = _resume(self.cfg, self.launch, self.ckpt_dir)
+        if resumed is None:
+            return
         state, where = resumed
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
-        history = state["history"]
-        start_epoch, start_step = state["epoch"], state["step"]
-        progress.line(f"resumed from {where} at epoch {start_epoch + 1}, step {start_step}")
+        self.history = state["history"]
+        self.start_epoch, self.start_step = state["epoch"], state["step"]
+        self.progress.line(f"resumed from {where} at epoch {self.start_epoch + 1}, step {self.start_step}")
 
-    net = model
-    if launch.distributed:
-        net = DistributedDataParallel(model, device_ids=[launch.device.index] if launch.device.type == "cuda" else None,
-                                      gradient_as_bucket_view=True)
-    if cfg.compile:
-        net = torch.compile(net)
+    def wrap(self) -> None:
+        """DDP over the model (and torch.compile over that), after resuming the bare model."""
+        launch = self.launch
+        if launch.distributed:
+            self.net = DistributedDataParallel(self.model, gradient_as_bucket_view=True,
+                                               device_ids=[launch.device.index] if launch.device.type == "cuda" else None)
+        if self.cfg.compile:
+            self.net = torch.compile(self.net)
 
-    steps = data.steps_per_rank(len(train_set), launch.world_size, cfg.batch_size)
-    progress.steps = steps
-    progress.line(f"training on {cfg.dataset}: {len(train_set)} samples, world size {launch.world_size} "
-                  f"({launch.backend}, {launch.device.type}), {steps} steps per rank per epoch, lr {lr:.4g}")
+    def snapshot(self, epoch: int, step: int) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "epoch": epoch, "step": step, "rng": torch.get_rng_state(),
+                "history": self.history, "world_size": self.launch.world_size, "seed": self.cfg.seed}
 
-    def snapshot(epoch: int, step: int) -> dict:
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "epoch": epoch, "step": step, "rng": torch.get_rng_state(), "history": history,
-                "world_size": launch.world_size, "seed": cfg.seed}
+    def run(self) -> int:
+        """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
+        cfg, launch = self.cfg, self.launch
+        self.progress.steps = self.steps
+        self.progress.line(f"training on {cfg.dataset}: {len(self.train_set)} samples, world size {launch.world_size} "
+                           f"({launch.backend}, {launch.device.type}), {self.steps} steps per rank per epoch, "
+                           f"lr {self.lr:.4g}")
+        started = time.perf_counter()
+        for epoch in range(self.start_epoch, cfg.epochs):
+            first = self.start_step if epoch == self.start_epoch else 0
+            if not self.train_epoch(epoch, first):
+                return SIGTERM_EXIT
+            if self.end_epoch(epoch, first):
+                break
+        self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
+        if launch.is_main:
+            _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress)
+        _barrier(launch)
+        return 0
 
-    started = time.perf_counter()
-    for epoch in range(start_epoch, cfg.epochs):
-        batches = data.shard(len(train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size)
+    def _stopping(self, step: int, first: int, flag: torch.Tensor) -> bool:
+        if not self.launch.distributed:
+            return self.stop.requested
+        # Every rank stops at the same step, whichever pod got the signal; asking every
+        # STOP_POLL steps keeps the extra collective off the hot path.
+        if (step - first) % STOP_POLL != 0:
+            return False
+        flag.fill_(1.0 if self.stop.requested else 0.0)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def train_epoch(self, epoch: int, first: int) -> bool:
+        """One epoch's steps from `first`; False when SIGTERM stopped it (after a checkpoint)."""
+        cfg, launch = self.cfg, self.launch
+        batches = data.shard(len(self.train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size)
         batches = batches.to(launch.device)
-        first = start_step if epoch == start_epoch else 0
-        progress.epoch_start()
+        self.progress.epoch_start()
         t0 = time.perf_counter()
         flag = torch.zeros(1, device=launch.device)
-        for step in range(first, steps):
-            if launch.distributed:
-                # Every rank stops at the same step, whichever pod got the signal; asking every
-                # STOP_POLL steps keeps the extra collective off the hot path.
-                stopping = False
-                if (step - first) % STOP_POLL == 0:
-                    flag.fill_(1.0 if stop.requested else 0.0)
-                    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                    stopping = bool(flag.item())
-            else:
-                stopping = stop.requested
-            if stopping:
-                history["train_seconds"] += time.perf_counter() - t0
+        for step in range(first, self.steps):
+            if self._stopping(step, first, flag):
+                self.history["train_seconds"] += time.perf_counter() - t0
                 if launch.is_main:
-                    saved = checkpoint.save(ckpt_dir, snapshot(epoch, step), cfg.keep_checkpoints)
-                    progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
+                    saved = checkpoint.save(self.ckpt_dir, self.snapshot(epoch, step), cfg.keep_checkpoints)
+                    self.progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
                 _barrier(launch)
-                return SIGTERM_EXIT
+                return False
             idx = batches[step]
-            x, y = _prepare(train_set.x[idx], cfg), train_set.y[idx]
-            optimizer.zero_grad(set_to_none=True)
+            x, y = _prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]
+            self.optimizer.zero_grad(set_to_none=True)
             with _autocast(cfg, launch):
-                loss = F.nll_loss(net(x).float(), y)
+                loss = F.nll_loss(self.net(x).float(), y)
             loss.backward()
-            optimizer.step()
-            if progress.due(step):  # loss.item() waits for the device: only when a line is printed
-                progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
-        scheduler.step()
-        history["train_seconds"] += time.perf_counter() - t0
-        history["samples"] += (steps - first) * cfg.batch_size * launch.world_size
-        accuracy, test_loss = evaluate(net if not cfg.compile else model, test_set, launch, cfg)
-        history["epoch_accuracies"].append(accuracy)
-        history["epoch_losses"].append(test_loss)
-        progress.line(f"epoch {epoch + 1}/{cfg.epochs}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}")
-        reached = cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
-        if launch.is_main:
-            checkpoint.save(ckpt_dir, snapshot(epoch + 1, 0), cfg.keep_checkpoints)
-        if reached:
-            progress.line(f"reached target accuracy {cfg.target_accuracy} after epoch {epoch + 1}")
-            break
+            self.optimizer.step()
+            if self.progress.due(step):  # loss.item() waits for the device: only when a line is printed
+                self.progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
+        self.scheduler.step()
+        self.history["train_seconds"] += time.perf_counter() - t0
+        self.history["samples"] += (self.steps - first) * cfg.batch_size * launch.world_size
+        return True
 
-    history["elapsed_seconds"] = history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
-    if launch.is_main:
-        _finish(cfg, launch, model, history, steps, out_dir, progress)
-    _barrier(launch)
-    return 0
+    def end_epoch(self, epoch: int, first: int) -> bool:
+        """Evaluate, checkpoint; True when the target accuracy is reached."""
+        cfg = self.cfg
+        accuracy, test_loss = evaluate(self.net if not cfg.compile else self.model, self.test_set, self.launch, cfg)
+        self.history["epoch_accuracies"].append(accuracy)
+        self.history["epoch_losses"].append(test_loss)
+        self.progress.line(f"epoch {epoch + 1}/{cfg.epochs}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}")
+        reached = cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
+        if self.launch.is_main:
+            checkpoint.save(self.ckpt_dir, self.snapshot(epoch + 1, 0), cfg.keep_checkpoints)
+        if reached:
+            self.progress.line(f"reached target accuracy {cfg.target_accuracy} after epoch {epoch + 1}")
+        return reached
+
+
+def train(cfg: Config, launch: Launch) -> int:
+    """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
+    trainer = Trainer(cfg, launch)
+    trainer.resume()
+    trainer.wrap()
+    return trainer.run()
 
 
 def _barrier(launch: Launch) -> None:

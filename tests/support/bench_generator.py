@@ -1,4 +1,4 @@
-"""`python -m generator.bench` (`make bench`): median wall time of `values`, `validate` and
+"""`python -m tests.support.bench_generator` (`make bench`): median wall time of `values`, `validate` and
 `import` as whole processes, beside `torchx run --dryrun dist.ddp` for the same 3-pod job
 when torchx is installed. Goals: at most 0.3 s each, and 3x faster than torchx."""
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _time(cmd: list[str], cwd: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m generator.bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m tests.support.bench_generator", description=__doc__)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--output", default="bench-generator.json")
     ns = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""`python -m trainer.bench` (`make bench`): the trainer against its baselines, both sides of
+"""`python -m tests.support.bench_trainer` (`make bench`): the trainer against its baselines, both sides of
 each comparison in the same run, interleaved, medians reported. Writes bench.json.
 
 1. throughput at world size 1 vs a bare loop (same model, batch, threads, data; no DDP, no logging)
@@ -83,21 +83,21 @@ def bare_loop(samples: int, batch: int, epochs: int, seed: int) -> float:
 
 
 def _bare(samples: int, batch: int, epochs: int) -> float:
-    out = subprocess.run([sys.executable, "-m", "trainer.bench", "--bare", str(samples), str(batch), str(epochs)],
+    out = subprocess.run([sys.executable, "-m", "tests.support.bench_trainer", "--bare", str(samples), str(batch), str(epochs)],
                          env=_env(), check=True, capture_output=True, text=True).stdout
     return float(out.strip())
 
 
 def _independent_pair(samples: int, batch: int, epochs: int) -> float:
     """Two bare loops at once, no communication: their summed rate over one loop alone."""
-    cmd = [sys.executable, "-m", "trainer.bench", "--bare", str(samples), str(batch), str(epochs)]
+    cmd = [sys.executable, "-m", "tests.support.bench_trainer", "--bare", str(samples), str(batch), str(epochs)]
     procs = [subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, text=True) for _ in range(2)]
     together = sum(float(p.communicate()[0]) for p in procs)
     return together / _bare(samples, batch, epochs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainer.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tests.support.bench_trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--output", default="bench.json")
