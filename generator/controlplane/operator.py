@@ -171,20 +171,23 @@ def _env(container: dict, installed: Installed) -> dict[str, str]:
     return env
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where client-go looks in a pod
+SERVING_CERTS_DIR = "/tmp/k8s-webhook-server/serving-certs"  # compiled into the operator (pkg/cert)
 # Run inside a private mount namespace: the pod's volumes mounted where the operator's code
 # expects them ($1: service-account folder, $2: serving-certs folder), visible to it alone.
-_POD_MOUNTS = r"""set -e
-mount -t tmpfs pod-run /run
-mkdir -p /run/secrets/kubernetes.io/serviceaccount /run/pod/certs
-mount --bind "$1" /run/secrets/kubernetes.io/serviceaccount
-mount --bind "$2" /run/pod/certs
+# Fresh tmpfs over /var/run and /tmp hide the host's; the certificates pass through /var/run
+# because a source folder may itself live under /tmp.
+_POD_MOUNTS = f"""set -e
+mount -t tmpfs pod-run /var/run
+mkdir -p {SERVICE_ACCOUNT_DIR} /var/run/pod/certs
+mount --bind "$1" {SERVICE_ACCOUNT_DIR}
+mount --bind "$2" /var/run/pod/certs
 mount -t tmpfs pod-tmp /tmp
-mkdir -p /tmp/k8s-webhook-server/serving-certs
-mount --bind /run/pod/certs /tmp/k8s-webhook-server/serving-certs
+mkdir -p {SERVING_CERTS_DIR}
+mount --bind /var/run/pod/certs {SERVING_CERTS_DIR}
 shift 2
 exec "$@"
 """
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def volumes(layout: Layout) -> tuple[Path, Path]:

@@ -60,7 +60,10 @@ def stop_cluster(cluster: LocalCluster) -> None:
 
 
 def leftover_processes(cluster_dir: Path) -> list[str]:
-    """Processes whose command line names this cluster's folder or the built binaries."""
+    """Processes this cluster started: their command line names its folder or runs a built binary."""
+    from generator.controlplane import build
+
+    binaries = str(build.bin_dir()) + "/"
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -70,7 +73,7 @@ def leftover_processes(cluster_dir: Path) -> list[str]:
             state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if state != "Z" and (str(cluster_dir) in cmdline or "controlplane/bin/" in cmdline):
+        if state != "Z" and (str(cluster_dir) in cmdline or cmdline.startswith(binaries)):
             out.append(f"{entry.name}: {cmdline.strip()}")
     return out
 

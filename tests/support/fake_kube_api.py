@@ -1,7 +1,13 @@
 """TEST DOUBLE of the Kubernetes API server: just the paths the cluster commands use
 (apply, get, list and watch of pytorchjobs; pods, pod logs with follow; PVCs; delete) and the
 error statuses a real server answers with. It speaks real HTTP on loopback so the real
-`kubernetes` client library runs against it unpatched. It is not a Kubernetes."""
+`kubernetes` client library runs against it unpatched. It is not a Kubernetes.
+
+It stays only for what the real control plane of `make e2e` cannot be made to produce: job
+conditions and pod states that need a node to run pods (Running, Succeeded, Failed, restarts),
+pod logs, an API server without the PyTorchJob CRD, a webhook refusal of a job our own checks
+accept, and refusals keyed to one verb and resource. Everything else is tested against the real
+API server in tests/e2e/."""
 from __future__ import annotations
 
 import copy

@@ -1,0 +1,162 @@
+"""submit, status and delete against a real API server and the real operator: what used to be
+checked against the HTTP double, where a real server can produce it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.support import MANIFESTS
+
+pytestmark = pytest.mark.e2e
+VALUES = "job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n"
+
+
+@pytest.fixture
+def ns(cluster, request):
+    """A namespace of the test's own, so tests sharing the cluster never see each other's jobs."""
+    from kubernetes import client
+
+    name = "t-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    client.CoreV1Api(cluster.api()).create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
+def values_file(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(VALUES)
+    return str(path)
+
+
+def _job(cluster, ns, name="mnist"):
+    from kubernetes import client
+
+    try:
+        return client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", ns,
+                                                                                   "pytorchjobs", name)
+    except client.ApiException as exc:
+        assert exc.status == 404
+        return None
+
+
+def _pvc(cluster, ns, name="mnist-output"):
+    from kubernetes import client
+
+    try:
+        return client.CoreV1Api(cluster.api()).read_namespaced_persistent_volume_claim(name, ns)
+    except client.ApiException as exc:
+        assert exc.status == 404
+        return None
+
+
+def test_submit_applies_the_claim_and_the_job_then_knows_unchanged_from_configured(cluster, ns, values_file, tmp_path):
+    proc = cluster.cli("submit", values_file, "-n", ns, check=True)
+    assert proc.stdout == "pytorchjob mnist created\n"
+    assert "persistentvolumeclaim mnist-output applied" in proc.stderr
+    job, pvc = _job(cluster, ns), _pvc(cluster, ns)
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert {m["manager"] for m in job["metadata"]["managedFields"]} >= {"pytorchjob-kit"}
+    assert pvc.metadata.labels["helm.sh/chart"].startswith("pytorchjob-")
+    assert cluster.cli("submit", values_file, "-n", ns, check=True).stdout == "pytorchjob mnist unchanged\n"
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(VALUES.replace("workers: 2", "workers: 3"))
+    assert cluster.cli("submit", str(changed), "-n", ns, check=True).stdout == "pytorchjob mnist configured\n"
+    assert _job(cluster, ns)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+
+
+def test_dry_run_is_checked_by_the_server_and_persists_nothing(cluster, ns, values_file):
+    proc = cluster.cli("submit", values_file, "-n", ns, "--dry-run", check=True)
+    assert "dry run: nothing was persisted" in proc.stdout
+    assert _job(cluster, ns) is None and _pvc(cluster, ns) is None
+
+
+def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(cluster):
+    from kubernetes import client
+
+    manifest = MANIFESTS / "tencent-nccl.yaml"
+    namespace = yaml.safe_load(manifest.read_text())["metadata"]["namespace"]
+    client.CoreV1Api(cluster.api()).create_namespace({"metadata": {"name": namespace}})
+    assert cluster.cli("submit", str(manifest), check=True).stdout == "pytorchjob tke-nccl-resnet created\n"
+    assert _job(cluster, namespace, "tke-nccl-resnet") is not None
+    proc = cluster.cli("submit", str(manifest), "-n", "other")
+    assert proc.returncode == 1
+    assert f"puts PyTorchJob tke-nccl-resnet in namespace {namespace} but --namespace is other" in proc.stderr
+
+
+def test_delete_with_the_claim_and_then_of_what_is_gone(cluster, ns, values_file):
+    cluster.cli("submit", values_file, "-n", ns, check=True)
+    proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)
+    assert proc.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
+    assert _job(cluster, ns) is None
+    pvc = _pvc(cluster, ns)
+    assert pvc is None or pvc.metadata.deletion_timestamp  # protected until its pods are gone
+    proc = cluster.cli("delete", "mnist", "-n", ns)
+    assert proc.returncode == 1 and f"PyTorchJob mnist not found in namespace {ns}" in proc.stderr
+
+
+def test_delete_refuses_a_claim_the_chart_did_not_create(cluster, ns, values_file):
+    from kubernetes import client
+
+    cluster.cli("submit", values_file, "-n", ns, check=True)
+    client.CoreV1Api(cluster.api()).patch_namespaced_persistent_volume_claim(
+        "mnist-output", ns, {"metadata": {"labels": {"helm.sh/chart": None}}})
+    proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc")
+    assert proc.returncode == 1 and "was not created by charts/pytorchjob" in proc.stderr
+    assert _pvc(cluster, ns).metadata.deletion_timestamp is None
+
+
+def test_fields_owned_by_another_tool_are_not_taken_over(cluster, ns, values_file):
+    from kubernetes import client
+
+    rendered = yaml.safe_load_all(cluster.cli("render", values_file, "--namespace", ns, check=True).stdout)
+    job = next(d for d in rendered if d and d["kind"] == "PyTorchJob")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 5
+    client.CustomObjectsApi(cluster.api()).patch_namespaced_custom_object(
+        "kubeflow.org", "v1", ns, "pytorchjobs", "mnist", job, field_manager="kubectl",
+        _content_type="application/apply-patch+yaml")
+    proc = cluster.cli("submit", values_file, "-n", ns)
+    assert proc.returncode == 1 and "owned by another tool" in proc.stderr and 'conflict with "kubectl"' in proc.stderr
+    assert _job(cluster, ns)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 5
+
+
+def _kubeconfig_with_token(cluster, path, token):
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "user", "user": {"token": token}}]
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_rbac_refusals_name_the_verb_and_the_resource(cluster, ns, values_file, tmp_path):
+    from kubernetes import client
+
+    api = cluster.api()
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "reader"}})
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "reader"}, "rules": [
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "patch", "create"]}]})
+    rbac.create_namespaced_role_binding(ns, {"metadata": {"name": "reader"}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]})
+    token = core.create_namespaced_service_account_token("reader", ns, {"spec": {"expirationSeconds": 600}}).status.token
+    kubeconfig = _kubeconfig_with_token(cluster, tmp_path / "reader.yaml", token)
+    proc = cluster.cli("submit", values_file, "-n", ns, "--kubeconfig", kubeconfig)
+    assert proc.returncode == 1
+    assert f"forbidden: your user cannot patch pytorchjobs in namespace {ns}" in proc.stderr, proc.stderr
+    assert _job(cluster, ns) is None
+
+
+def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
+    kubeconfig = _kubeconfig_with_token(cluster, tmp_path / "stale.yaml", "not-a-token")
+    proc = cluster.cli("status", "x", "--kubeconfig", kubeconfig)
+    assert proc.returncode == 1 and "rejected your credentials" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
+    cluster.cli("submit", values_file, "-n", ns, check=True)
+    report = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)
+    assert report["namespace"] == ns and report["state"] == "Created"
+    table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
+    assert f"PyTorchJob mnist (namespace {ns}): Created" in table and "PyTorchJobCreated" in table
