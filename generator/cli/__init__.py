@@ -31,11 +31,6 @@ class LazyGroup(click.Group):
             return None
         return importlib.import_module(f"generator.cli.{module}").command
 
-    def format_commands(self, ctx: click.Context, formatter) -> None:
-        # Help would import every module for its one-line summary; these stay in step through a test.
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, SUMMARIES[name]) for name in COMMANDS])
-
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -54,21 +49,6 @@ class LazyGroup(click.Group):
                 raise
             click.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", err=True)
             ctx.exit(1)
-
-
-SUMMARIES = {
-    "values": "Write values for charts/pytorchjob from a short job description.",
-    "validate": "Check values files or PyTorchJob manifests against every rule.",
-    "import": "Turn an existing PyTorchJob manifest into values that render it back.",
-    "render": "Render the job's manifests with the real Helm engine.",
-    "run": "Run a job on this machine exactly as the operator would.",
-    "submit": "Validate a job and apply it to a cluster (server-side apply).",
-    "status": "Conditions, replica counts and times of a job.",
-    "logs": "Logs of every pod of a job, or of one replica.",
-    "wait": "Wait until a job succeeds, fails or runs.",
-    "delete": "Delete a job and, if asked, its output PVC.",
-    "cluster": "A real control plane with the operator on this machine.",
-}
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

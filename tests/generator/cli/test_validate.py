@@ -122,3 +122,18 @@ def test_manifests_are_checked_against_the_operator_and_kubernetes(tmp_path):
                                                                                     "imagePullPolicy: [Always]"))
     code, _, err = run("validate", str(bad))
     assert code == 1 and "spec.pytorchReplicaSpecs.Master.replicas: must be written and be exactly 1 (got 2)" in err
+
+
+def test_the_old_output_spelling_still_selects_the_format_with_a_warning(tmp_path):
+    good = write(tmp_path, "topology: {workers: 1}\n")
+    code, out, err = run("validate", good, "--output", "json")
+    assert code == 0 and json.loads(out)[0]["valid"] is True
+    assert "--output json is deprecated and will be removed; use --format json" in err
+
+
+def test_the_report_goes_to_the_file_output_names(tmp_path):
+    good = write(tmp_path, "topology: {workers: 1}\n")
+    report = tmp_path / "report.json"
+    code, out, _ = run("validate", good, "--format", "json", "-o", str(report))
+    assert (code, out) == (0, "")
+    assert json.loads(report.read_text())[0]["file"] == good
