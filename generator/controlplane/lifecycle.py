@@ -47,15 +47,19 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root)
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        state = layout.read_state()
-        if state.get("pid") == proc.pid and state.get("phase") == "ready":
-            return state
-        if proc.poll() is not None or state.get("phase") == "failed":
-            proc.wait(60)
-            raise UserError(f"the cluster did not start: {state.get('error') or 'the supervisor exited'}; "
-                            f"logs are in {layout.logs}")
-        time.sleep(0.5)
+    try:
+        while time.monotonic() < end:
+            state = layout.read_state()
+            if state.get("pid") == proc.pid and state.get("phase") == "ready":
+                return state
+            if proc.poll() is not None or state.get("phase") == "failed":
+                proc.wait(60)
+                raise UserError(f"the cluster did not start: {state.get('error') or 'the supervisor exited'}; "
+                                f"logs are in {layout.logs}")
+            time.sleep(0.5)
+    except KeyboardInterrupt:  # Ctrl-C on `up` leaves nothing half-started behind
+        down(layout)
+        raise
     down(layout)
     raise UserError(f"the cluster was not ready after {timeout:g}s and was stopped; logs are in {layout.logs}")
 
