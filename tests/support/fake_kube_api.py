@@ -90,8 +90,15 @@ class FakeKubeAPI:
         with self.lock:
             job = self.jobs[(ns, name)]
             status = job.setdefault("status", {})
-            for cond in status.setdefault("conditions", []):
-                if cond["status"] == "True" and ctype in ("Succeeded", "Failed", "Running", "Restarting"):
+            conditions = status.setdefault("conditions", [])
+            # The history training-operator writes: Created stays True beside what follows it, and
+            # only Running/Restarting turn False when the job moves on.
+            if not conditions and ctype != "Created":
+                conditions.append({"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+                                   "message": f"PyTorchJob {name} is created.", "lastUpdateTime": now(),
+                                   "lastTransitionTime": now()})
+            for cond in conditions:
+                if cond["status"] == "True" and cond["type"] in ("Running", "Restarting"):
                     cond["status"] = "False"
             status["conditions"].append({"type": ctype, "status": "True", "reason": reason or f"PyTorchJob{ctype}",
                                          "message": message or f"PyTorchJob {name} is {ctype.lower()}.",

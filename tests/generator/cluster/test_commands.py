@@ -87,7 +87,8 @@ def test_status_table_and_json(api, values_file):
     code, out, _ = run("status", "mnist", "--format", "json")
     report = json.loads(out)
     assert report["state"] == "Failed" and report["replicas"]["Worker"] == {"active": 1, "succeeded": 0, "failed": 1}
-    assert [c["type"] for c in report["conditions"]] == ["Running", "Failed"] and report["completionTime"]
+    assert [(c["type"], c["status"]) for c in report["conditions"]] == [("Created", "True"), ("Running", "False"), ("Failed", "True")]
+    assert report["completionTime"]
     assert run("status", "nope")[0] == 1
 
 
