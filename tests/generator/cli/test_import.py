@@ -1,5 +1,7 @@
 """`python -m generator import`: manifests to values that render the same PyTorchJob."""
 
+import copy
+
 import pytest
 import yaml
 
@@ -113,3 +115,36 @@ def test_invalid_manifests_are_refused_without_output(tmp_path, text, message):
     assert code == 1, stderr
     assert message in stderr and "Traceback" not in stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c.setdefault("env", []).append({"name": "EXTRA", "value": "1"}),
+    lambda c: c.__setitem__("env", (c.get("env") or [])[:-1]) if c.get("env") else c.update(env=[{"name": "X", "value": "1"}]),
+    lambda c: c.setdefault("args", []).append("--more"),
+], ids=["an extra env var", "a missing env var", "an extra arg"])
+def test_compare_notices_lists_of_other_lengths(change):
+    original = yaml.safe_load((MANIFESTS / "vsphere-cpu.yaml").read_text())
+    changed = copy.deepcopy(original)
+    change(next(iter(changed["spec"]["pytorchReplicaSpecs"].values()))["template"]["spec"]["containers"][0])
+    assert importer.compare(original, changed)
+
+
+def test_elastic_rendezvous_scheduling_and_digest_round_trip(tmp_path):
+    job = yaml.safe_load((MANIFESTS / "elastic-workers.yaml").read_text())
+    job["spec"]["elasticPolicy"].update(rdzvHost="etcd.infra", rdzvId="run-7", rdzvBackend="etcd-v2", rdzvPort=2379)
+    job["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"minAvailable": 2, "priorityClass": "high"}
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["image"] = "reg.io/train@sha256:" + "a" * 64
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    values_file = tmp_path / "values.yaml"
+    code, _, err = run("import", str(manifest), "-o", str(values_file))
+    assert code == 0, err
+    values = yaml.safe_load(values_file.read_text())
+    assert values["image"]["digest"] == "sha256:" + "a" * 64
+    code, rendered, err = run("render", str(values_file), "--namespace", job["metadata"].get("namespace", "default"))
+    assert code == 0, err
+    (back,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PyTorchJob"]
+    assert importer.compare(job, back) == []
+    assert back["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.infra"
+    assert back["spec"]["runPolicy"]["schedulingPolicy"]["priorityClass"] == "high"
