@@ -173,6 +173,37 @@ def test_worker_only_job_succeeds_when_every_worker_does(tmp_path):
     assert code == 0 and "job succeeded: every Worker succeeded" in err
 
 
+def test_worker_only_job_fails_when_one_worker_fails_though_another_succeeded(tmp_path):
+    code_text = ("import os, sys, time\n"
+                 "if os.environ['POD'].endswith('worker-1'):\n    time.sleep(1); sys.exit(3)\n"
+                 "print('done')")
+    body, marker = local_jobs.job("someworkers", None, code_text, workers=2, restart="Never",
+                                  extra_env=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+    code, _, err = run("run", local_jobs.write(tmp_path, body))
+    assert code == 1 and "worker-1 failed with exit code 3" in err and "job succeeded" not in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_stop_reaches_the_trainer_under_a_shell(tmp_path):
+    """The whole process group gets SIGTERM, so a trainer started by `sh -c` can checkpoint."""
+    got = tmp_path / "got-sigterm"
+    inner = (f"import signal, sys, time, pathlib; "
+             f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(got)!r}).write_text('yes'), sys.exit(143))); "
+             f"print('up', flush=True); time.sleep(120)")
+    body, marker = local_jobs.job("shell", "pass")
+    container = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["command"] = ["sh", "-c", f"{sys.executable} -c \"{inner}\"; echo after"]
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.rstrip().endswith("| up"):
+            break
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert got.read_text() == "yes"
+    assert local_jobs.alive(marker) == []
+
+
 def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
     sleeper = "import time, sys; print('up', flush=True); time.sleep(120)"
     body, marker = local_jobs.job("interrupt", sleeper, sleeper, workers=2)
