@@ -1,7 +1,7 @@
 """What a PyTorchJob becomes on this machine: one process per replica, with the env the
 operator injects, the container's own env and command, and volumes mapped to folders.
 
-Pure planning, no processes: the runner (local_run) executes the plan."""
+Pure planning, no processes: generator.local.runner executes the plan."""
 from __future__ import annotations
 
 import os
