@@ -9,6 +9,10 @@ from pathlib import Path
 
 from generator.controlplane import build
 
+# Every process a cluster starts carries its folder in this variable, so `cluster down` and the
+# tests can tell its processes from any other, whatever they exec into.
+MARKER = "PYTORCHJOB_KIT_CLUSTER_DIR"
+
 
 def default_dir() -> Path:
     return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or build.cache_dir() / "cluster")
@@ -55,3 +59,12 @@ class Layout:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
         os.replace(tmp, self.state_file)
+
+
+def started_by(pid: int, root: Path) -> bool:
+    """Whether a running process belongs to the cluster in `root` (a recorded pid may have been reused)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{MARKER}={root}".encode() in environ

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from generator.controlplane import build, processes
-from generator.controlplane.layout import Layout
+from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.errors import UserError
 
 
@@ -45,7 +45,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print)
         argv += ["-f", str(Path(values_file).resolve())]
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=layout.root)
+                                start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
     end = time.monotonic() + timeout
     try:
         while time.monotonic() < end:
@@ -102,7 +102,7 @@ def down(layout: Layout, grace: float = 60) -> list[str]:
         stopped.append(f"supervisor (pid {pid})")
     for name, info in (state.get("processes") or {}).items():
         child = info["pid"]
-        if processes.pid_alive(child) and _is_ours(child, layout):
+        if processes.pid_alive(child) and started_by(child, layout.root):
             os.killpg(child, signal.SIGKILL)
             stopped.append(f"{name} (pid {child}, killed)")
     if pid and processes.pid_alive(pid):
@@ -111,12 +111,3 @@ def down(layout: Layout, grace: float = 60) -> list[str]:
         state["phase"] = "stopped"
         layout.write_state(state)
     return stopped
-
-
-def _is_ours(pid: int, layout: Layout) -> bool:
-    """A recorded pid may have been reused by an unrelated process since."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return str(build.bin_dir()) in cmdline or str(layout.root) in cmdline

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from generator import helm, paths
 from generator.controlplane import processes
-from generator.controlplane.layout import Layout
+from generator.controlplane.layout import MARKER, Layout
 
 FIELD_MANAGER = "pytorchjob-kit"
 RELEASE = "training-operator"
@@ -174,19 +174,21 @@ def _env(container: dict, installed: Installed) -> dict[str, str]:
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where client-go looks in a pod
 SERVING_CERTS_DIR = "/tmp/k8s-webhook-server/serving-certs"  # compiled into the operator (pkg/cert)
 # Run inside a private mount namespace: the pod's volumes mounted where the operator's code
-# expects them ($1: service-account folder, $2: serving-certs folder), visible to it alone.
-# Fresh tmpfs over /var/run and /tmp hide the host's; the certificates pass through /var/run
-# because a source folder may itself live under /tmp.
+# expects them ($1: service-account folder, $2: serving-certs folder, $3: the image's binary),
+# visible to it alone. Fresh tmpfs over /var/run and /tmp hide the host's; everything passes
+# through /var/run/pod first because a source may itself live under /tmp.
 _POD_MOUNTS = f"""set -e
 mount -t tmpfs pod-run /var/run
 mkdir -p {SERVICE_ACCOUNT_DIR} /var/run/pod/certs
+: > /var/run/pod/manager
 mount --bind "$1" {SERVICE_ACCOUNT_DIR}
 mount --bind "$2" /var/run/pod/certs
+mount --bind "$3" /var/run/pod/manager
 mount -t tmpfs pod-tmp /tmp
 mkdir -p {SERVING_CERTS_DIR}
 mount --bind /var/run/pod/certs {SERVING_CERTS_DIR}
-shift 2
-exec "$@"
+shift 3
+exec /var/run/pod/manager "$@"
 """
 
 
@@ -215,13 +217,13 @@ def process(layout: Layout, installed: Installed, server: str, ca: Path, bins: P
     (account / "namespace").write_text(installed.namespace)
     shutil.copy(ca, account / "ca.crt")
     url = urlparse(server)
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/", **_env(container, installed),
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", **_env(container, installed), MARKER: str(layout.root),
            # What the kubelet gives every pod; the API server is on loopback here, not at its ClusterIP.
            "KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port)}
     # Unprivileged, a user namespace allows the mounts.
     unshare = ["unshare", "--mount", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
-    return [*unshare, "sh", "-c", _POD_MOUNTS, "pod", str(account), str(certs),
-            str(bins / "training-operator.v1"), *container.get("args", [])], env
+    return [*unshare, "sh", "-c", _POD_MOUNTS, "pod", str(account), str(certs), str(bins / "training-operator.v1"),
+            *container.get("args", [])], env
 
 
 class WebhookSecretSync(threading.Thread):

@@ -60,21 +60,18 @@ def stop_cluster(cluster: LocalCluster) -> None:
 
 
 def leftover_processes(cluster_dir: Path) -> list[str]:
-    """Processes this cluster started: their command line names its folder or runs a built binary."""
-    from generator.controlplane import build
+    """Processes this cluster started that still run, whatever they exec'd into."""
+    from generator.controlplane.layout import started_by
 
-    binaries = str(build.bin_dir()) + "/"
     out = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if state != "Z" and (str(cluster_dir) in cmdline or cmdline.startswith(binaries)):
-            out.append(f"{entry.name}: {cmdline.strip()}")
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and started_by(int(entry.name), cluster_dir):
+            try:
+                if (entry / "stat").read_text().split()[2] == "Z":
+                    continue
+                out.append(f"{entry.name}: {(entry / 'cmdline').read_bytes().replace(bytes(1), b' ').decode()}")
+            except OSError:
+                continue
     return out
 
 

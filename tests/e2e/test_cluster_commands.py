@@ -3,6 +3,7 @@ checked against the HTTP double, where a real server can produce it."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -89,6 +90,9 @@ def test_delete_with_the_claim_and_then_of_what_is_gone(cluster, ns, values_file
     cluster.cli("submit", values_file, "-n", ns, check=True)
     proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)
     assert proc.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
+    end = time.monotonic() + 60  # the API server finishes a deletion once the garbage collector has run
+    while _job(cluster, ns) is not None and time.monotonic() < end:
+        time.sleep(0.5)
     assert _job(cluster, ns) is None
     pvc = _pvc(cluster, ns)
     assert pvc is None or pvc.metadata.deletion_timestamp  # protected until its pods are gone
