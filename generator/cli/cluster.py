@@ -35,7 +35,10 @@ def up(values_file, timeout, directory) -> None:
 
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True))
-    click.echo(f"cluster ready: {state['server']} (operator in namespace {state['operator']['namespace']})", err=True)
+    from generator.controlplane import build
+
+    click.echo(f"cluster ready: {state['server']} (operator in namespace {state['operator']['namespace']}); "
+               f"kubectl is {build.bin_dir() / 'kubectl'}", err=True)
     click.echo(f"export KUBECONFIG={state['kubeconfig']}")
 
 

@@ -1,6 +1,7 @@
 """The control plane's binaries, built once from Go modules into a git-ignored cache:
 etcd (embed), kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes
-release (this folder's go/ module), and training-operator v1.9.4 from its own module."""
+release (this folder's go/ module), kubectl of the same release for the user, and
+training-operator v1.9.4 from its own module."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from generator import paths
 from generator.errors import UserError
 
 GO_MODULE = Path(__file__).parent / "go"
-KUBE_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+KUBE_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 OPERATOR_VERSION = "v1.9.4"
 OPERATOR_PACKAGE = f"{OPERATOR_MODULE}/cmd/training-operator.v1"

@@ -164,3 +164,15 @@ def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
     assert report["namespace"] == ns and report["state"] == "Created"
     table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
     assert f"PyTorchJob mnist (namespace {ns}): Created" in table and "PyTorchJobCreated" in table
+
+
+def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, values_file):
+    import subprocess
+
+    from generator.controlplane import build
+
+    cluster.cli("submit", values_file, "-n", ns, check=True)
+    proc = subprocess.run([str(build.bin_dir() / "kubectl"), "get", "pytorchjobs", "-n", ns, "-o", "json"],
+                          env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [j["metadata"]["name"] for j in json.loads(proc.stdout)["items"]] == ["mnist"]
