@@ -23,6 +23,7 @@ class Checked:
 
 
 def check_values(user: dict, release: str = "release", namespace: str = "default") -> Checked:
+    helm.preload()  # overlaps the schema check
     merged = defaults.coalesce(user)
     found = schema.check(merged)
     if found:  # Helm enforces the same schema and would refuse to render
