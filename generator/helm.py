@@ -2,15 +2,12 @@
 helm-python-sdk (Helm v4's Go SDK in-process). Never an imitation of Go templates."""
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import yaml
@@ -23,13 +20,6 @@ def engine() -> str:
     if os.environ.get("PYTORCHJOB_KIT_HELM") != "sdk" and shutil.which("helm"):
         return "helm"
     return "helm-python-sdk"
-
-
-def preload() -> None:
-    """Start loading the Helm SDK (a Go library: about 60 ms, spent outside the GIL) while the
-    caller does other work; render() then finds it loaded."""
-    if engine() == "helm-python-sdk" and "helm_python" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("helm_python",), daemon=True).start()
 
 
 def render(chart: Path, values: dict, release: str = "release", namespace: str = "default") -> dict[str, str]:

@@ -23,15 +23,13 @@ class Checked:
 
 
 def check_values(user: dict, release: str = "release", namespace: str = "default") -> Checked:
-    helm.preload()  # overlaps the schema check
     merged = defaults.coalesce(user)
-    found = schema.check(merged)
-    if found:  # Helm enforces the same schema and would refuse to render
-        return Checked(found)
     try:
+        # Helm checks the values against the same schema before it renders, so valid values
+        # never pay for loading jsonschema; refused ones get our findings, which name a fix.
         rendered = helm.render(paths.JOB_CHART, user, release, namespace)
-    except UserError as exc:  # the chart's own fail() guards
-        return Checked(exc.findings)
+    except UserError as exc:
+        return Checked(schema.check(merged) or exc.findings)  # else one of the chart's own fail() guards
     objects = helm.objects(rendered)
     manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
     return Checked(_unique([Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]),
