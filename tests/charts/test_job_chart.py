@@ -215,7 +215,7 @@ def test_notes_tell_how_to_watch_and_read_logs():
 
 @pytest.mark.parametrize("values, message", [
     ({"job": {"name": "a" * 55}}, "job.name"),
-    ({"fullnameOverride": "Bad_Name"}, "is not a DNS-1035 label"),
+    ({"fullnameOverride": "1st-run"}, "is not a DNS-1035 label"),
     ({"elasticPolicy": {"enabled": True}, "topology": {"workers": 0}}, "elasticPolicy.enabled"),
     ({"elasticPolicy": {"enabled": True, "minReplicas": 3, "maxReplicas": 2}}, "elasticPolicy.minReplicas"),
 ])

@@ -20,15 +20,15 @@
 {{- end -}}
 
 {{- define "pytorch-operator.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "pytorch-operator.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "pytorch-operator.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "pytorch-operator.labels" -}}
-helm.sh/chart: {{ include "pytorch-operator.chart" . }}
+helm.sh/chart: {{ include "pytorch-operator.chart" . | quote }}
 {{ include "pytorch-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 app.kubernetes.io/part-of: kubeflow-training
 {{- end -}}
 

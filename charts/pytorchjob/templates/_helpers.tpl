@@ -22,15 +22,15 @@
 {{- end -}}
 
 {{- define "pytorchjob.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "pytorchjob.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "pytorchjob.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "pytorchjob.labels" -}}
-helm.sh/chart: {{ include "pytorchjob.chart" . }}
+helm.sh/chart: {{ include "pytorchjob.chart" . | quote }}
 {{ include "pytorchjob.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 app.kubernetes.io/component: training
 {{- end -}}
 

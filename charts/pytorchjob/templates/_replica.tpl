@@ -65,7 +65,7 @@ shared ones: maps overlay key by key, lists add up, scalars replace.
 {{- $podExtra := include "pytorchjob.overlay" (dict "base" $v.podSpecExtra "over" $role.podSpecExtra) | fromJson -}}
 replicas: {{ .replicas }}
 {{- with default $v.restartPolicy $role.restartPolicy }}
-restartPolicy: {{ . }}
+restartPolicy: {{ . | quote }}
 {{- end }}
 template:
   metadata:
@@ -80,18 +80,18 @@ template:
     {{- end }}
   spec:
     {{- with $v.serviceAccountName }}
-    serviceAccountName: {{ . }}
+    serviceAccountName: {{ . | quote }}
     {{- end }}
     {{- if not (kindIs "invalid" $v.automountServiceAccountToken) }}
     automountServiceAccountToken: {{ $v.automountServiceAccountToken }}
     {{- end }}
     {{- with $v.priorityClassName }}
-    priorityClassName: {{ . }}
+    priorityClassName: {{ . | quote }}
     {{- end }}
     {{- with $v.image.pullSecrets }}
     imagePullSecrets:
       {{- range . }}
-      - name: {{ . }}
+      - name: {{ . | quote }}
       {{- end }}
     {{- end }}
     {{- with $v.podSecurityContext }}
@@ -112,9 +112,9 @@ template:
     {{- end }}
     containers:
       - name: pytorch
-        image: {{ include "pytorchjob.image" $root }}
+        image: {{ include "pytorchjob.image" $root | quote }}
         {{- with $v.image.pullPolicy }}
-        imagePullPolicy: {{ . }}
+        imagePullPolicy: {{ . | quote }}
         {{- end }}
         {{- with $command }}
         command:
