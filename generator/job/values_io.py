@@ -13,8 +13,58 @@ from generator.errors import Finding, UserError
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+MAX_DEPTH = 100  # a pod template nests about 20 levels; anything deeper is not a job
+MAX_NODES = 200_000
+
+
 def load_yaml(text):
     return yaml.load(text, Loader=_Loader)
+
+
+def _guard(text: str, source: str) -> None:
+    """Refuse before building anything: aliases that expand past MAX_NODES (a few hundred bytes
+    of them grow to gigabytes once rendered), nesting deep enough to exhaust the parser's stack."""
+    depth = expanded = 0
+    sizes: dict[str, int] = {}  # anchor -> nodes its value expands to
+    open_nodes: list[list] = []  # [anchor, nodes so far] of each open mapping or sequence
+
+    def grow(count: int) -> None:
+        nonlocal expanded
+        expanded += count
+        if open_nodes:
+            open_nodes[-1][1] += count
+        if expanded > MAX_NODES:
+            raise UserError([Finding("", f"expands to more than {MAX_NODES} YAML nodes"
+                                     + (" through its aliases" if sizes else ""),
+                                     hint="write the values out without anchors and aliases, or check how it was made")],
+                            source=source)
+
+    try:
+        for event in yaml.parse(text, Loader=_Loader):  # libyaml's event stream is not recursive
+            if isinstance(event, yaml.AliasEvent):
+                grow(sizes.get(event.anchor, 1))
+            elif isinstance(event, yaml.ScalarEvent):
+                if event.anchor:
+                    sizes[event.anchor] = 1
+                grow(1)
+            elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = event.start_mark.line + 1
+                    raise UserError([Finding("", f"nests more than {MAX_DEPTH} levels deep (line {line})",
+                                             hint="a values file or manifest is never this deep; check how it was made")],
+                                    source=source)
+                expanded += 1
+                open_nodes.append([event.anchor, 1])
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+                anchor, size = open_nodes.pop()
+                if anchor:
+                    sizes[anchor] = size
+                if open_nodes:
+                    open_nodes[-1][1] += size
+    except yaml.YAMLError:
+        return  # the loader reports syntax errors with their position
 
 
 class _Dumper(yaml.SafeDumper):
@@ -39,10 +89,16 @@ def dump(data: object) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
+_STDIN: list = [None, ""]  # [the stream read, its text]
+
+
 def read_text(path: str) -> str:
-    if path == "-":
+    if path == "-":  # a stream reads once: every later reader of the same stdin gets the same text
         import sys
-        return sys.stdin.read()
+
+        if _STDIN[0] is not sys.stdin:
+            _STDIN[:] = [sys.stdin, sys.stdin.read()]
+        return _STDIN[1]
     file = Path(path)
     if not file.exists():
         raise UserError(f"{path}: no such file", source="")
@@ -57,6 +113,7 @@ def read_text(path: str) -> str:
 def load_mapping(path: str, what: str = "values") -> dict:
     """One YAML mapping from a file; an empty file is an empty mapping."""
     text = read_text(path)
+    _guard(text, path)
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
@@ -74,6 +131,7 @@ def load_mapping(path: str, what: str = "values") -> dict:
 
 def load_documents(path: str) -> list:
     text = read_text(path)
+    _guard(text, path)
     try:
         return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as exc:

@@ -162,3 +162,21 @@ def test_a_report_of_several_problems_starts_with_the_file(tmp_path):
     path = write(tmp_path, "topology: {workers: -1}\nport: 70000\n")
     code, _, err = run("validate", path)
     assert code == 1 and err.startswith(f"{path}: 2 problems:\n  - ")
+
+
+def test_values_from_stdin_are_read_once_and_checked(tmp_path):
+    assert run("validate", "-", input="topology: {workers: 1}\n")[:2] == (0, "-: valid\n")
+    code, _, err = run("validate", "-", input="topology: {workers: -1}\n")
+    assert code == 1 and "-: topology.workers: must be at least 0 (got -1)" in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9)),
+     "expands to more than 200000 YAML nodes through its aliases"),
+    ("a: " + "[" * 30000 + "]" * 30000 + "\n", "nests more than 100 levels deep (line 1)"),
+], ids=["alias bomb", "deep nesting"])
+@pytest.mark.parametrize("command", ["validate", "import", "render", "run"])
+def test_hostile_yaml_is_refused_before_it_is_built(tmp_path, text, message, command):
+    code, out, err = run(command, write(tmp_path, text))
+    assert code == 1 and message in err and "Traceback" not in err and out == ""
