@@ -6,6 +6,8 @@ its own and is imported only when it runs, so start-up stays fast."""
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -44,6 +46,13 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except ModuleNotFoundError as exc:  # run outside the venv, or a partial install
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"error: the Python package {exc.name!r} is missing from {sys.executable}; run `make venv` and use "
+                       ".venv/bin/python -m generator (or .venv/bin/pytorchjob-kit), or install the tool with "
+                       "pip install -e '.[generator,cluster]'", err=True)
+            ctx.exit(1)
         except Exception as exc:  # a bug: still no traceback for the user
             if ctx.params.get("debug"):
                 raise
@@ -59,8 +68,11 @@ def cli(debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The console script is named for itself; `python -m generator` says so.
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    prog = invoked if invoked and not invoked.endswith(".py") and invoked != "-c" else "python -m generator"
     try:
-        cli.main(args=argv, prog_name="python -m generator", standalone_mode=True)
+        cli.main(args=argv, prog_name=prog, standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0

@@ -25,7 +25,7 @@ def command(files, release, fmt, output) -> None:
     for path in files:
         try:
             findings = validation.check_file(path, release)
-        except UserError as exc:
+        except UserError as exc:  # the file could not be read as YAML: its error names the file already
             findings = exc.findings
         report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})
         if findings:

@@ -46,7 +46,7 @@ def command(base, sets, release, output, **flags) -> None:
     description = describe.Description(sets=[_parse_set(s) for s in sets], **flags)
     values = describe.build(description, base_values)
     checked = validation.check_values(values, release)
-    fail_if(checked.findings, "values")
+    fail_if(checked.findings, f"{base} with the flags" if base else "values")
     emit(values_io.dump(values), output)
     click.echo(describe.summary(values, checked.job), err=True)
 

@@ -14,6 +14,18 @@ _SUFFIX = {
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 HINT = "write a Kubernetes quantity such as 500m, 2, 1.5Gi or 1e3"
+_NEAR_MISS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTtPpEe])(i?)[Bb]?$")
+
+
+def hint_for(value: object) -> str:
+    """The fix for a quantity that looks like another unit system's (4GB, 512mb, 2gi)."""
+    match = _NEAR_MISS.match(str(value).strip()) if isinstance(value, str) else None
+    if match:
+        number, letter = match.group(1), match.group(2).upper()
+        letter = "k" if letter == "K" else letter
+        binary = "Ki" if letter == "k" else f"{letter}i"
+        return f"write {number}{binary} (powers of 1024) or {number}{letter} (powers of 1000)"
+    return HINT
 
 
 def parse(value: object) -> Decimal:

@@ -52,7 +52,9 @@ def _finding(error) -> list[Finding]:
             out.append(Finding(f"{path}.{key}" if path else key, "is not a known key", None, hint))
         return out
     if kind == "anyOf" and "quantity" in node.get("description", ""):
-        return [Finding(path, "is not a valid Kubernetes quantity", value, quantity.HINT)]
+        return [Finding(path, "is not a valid Kubernetes quantity", value, quantity.hint_for(value))]
+    if kind in ("anyOf", "oneOf") and node.get("description"):
+        return [Finding(path, "is not one of the accepted forms", value, node["description"])]
     if kind == "enum":
         allowed = ", ".join(repr(v) if v != "" else '"" (unset)' for v in error.validator_value)
         return [Finding(path, "is not one of the allowed values", value, f"use one of {allowed}")]

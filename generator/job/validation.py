@@ -29,11 +29,21 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
         # never pay for loading jsonschema; refused ones get our findings, which name a fix.
         rendered = helm.render(paths.JOB_CHART, user, release, namespace)
     except UserError as exc:
-        return Checked(schema.check(merged) or exc.findings)  # else one of the chart's own fail() guards
+        return Checked(schema.check(merged) or [_blame(f, merged, release) for f in exc.findings])
     objects = helm.objects(rendered)
     manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
     return Checked(_unique([Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]),
                    rendered, objects)
+
+
+def _blame(finding: Finding, values: dict, release: str) -> Finding:
+    """The chart's own fail() guards say job.name; name what the user actually wrote instead."""
+    if finding.path != "job.name" or values["job"].get("name"):
+        return finding
+    if values.get("fullnameOverride"):
+        return Finding("fullnameOverride", finding.message, hint="shorten fullnameOverride, or set job.name")
+    return Finding("--release", f"{release!r} makes the job name {finding.message}", hint="use a shorter --release, "
+                   "or set job.name")
 
 
 def check_manifest(job: dict) -> list[Finding]:

@@ -101,13 +101,13 @@ def read_text(path: str) -> str:
         return _STDIN[1]
     file = Path(path)
     if not file.exists():
-        raise UserError(f"{path}: no such file", source="")
+        raise UserError([Finding("", "no such file", hint="check the path")], source=path)
     if file.is_dir():
-        raise UserError(f"{path}: is a directory; give a YAML file", source="")
+        raise UserError([Finding("", "is a directory", hint="give a YAML file")], source=path)
     try:
         return file.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot be read ({exc})", source="") from None
+        raise UserError([Finding("", f"cannot be read ({exc})")], source=path) from None
 
 
 def load_mapping(path: str, what: str = "values") -> dict:

@@ -92,7 +92,8 @@ def test_release_name_counts_toward_pod_names(tmp_path):
     path = write(tmp_path, "{}\n")
     assert run("validate", path, "--release", "short")[0] == 0
     code, _, err = run("validate", path, "--release", "r" * 50)
-    assert code == 1 and "job.name: \"rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr-pytorchjob\" (61 characters) leaves no room" in err
+    assert code == 1 and f"--release: {'r' * 50!r} makes the job name \"{'r' * 50}-pytorchjob\" (61 characters)" in err
+    assert "use a shorter --release, or set job.name" in err
 
 
 @pytest.mark.parametrize("text, message", [

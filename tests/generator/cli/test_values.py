@@ -154,3 +154,26 @@ def test_console_script_is_installed():
     assert script.exists(), "pip install -e . installs the pytorchjob-kit console script"
     proc = subprocess.run([str(script), "values", "--workers", "0"], capture_output=True, text=True)
     assert proc.returncode == 0 and "workers: 0" in proc.stdout
+
+
+def test_a_python_without_the_tools_packages_gets_a_sentence(tmp_path):
+    import subprocess
+    import sys
+
+    # -S: no site-packages, as a bare system Python would be
+    proc = subprocess.run([sys.executable, "-S", "-m", "generator", "--help"], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PYTHONPATH": str(__import__("generator").__path__[0] + "/..")})
+    assert proc.returncode == 1 and "is missing from" in proc.stderr and "make venv" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_quantities_in_another_units_system_get_the_kubernetes_spelling(tmp_path):
+    code, _, err = run("values", "--memory", "4GB", "-o", str(tmp_path / "v.yaml"))
+    assert code == 1 and "write 4Gi (powers of 1024) or 4G (powers of 1000)" in err
+
+
+def test_values_from_a_file_name_the_file(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("topology: {workers: -2}\n")
+    code, _, err = run("values", "-f", str(base), "-o", str(tmp_path / "v.yaml"))
+    assert code == 1 and f"{base} with the flags: topology.workers: must be at least 0" in err
