@@ -15,7 +15,7 @@ from generator.cli.common import release_option
 @release_option
 @click.option("--namespace", default="default", show_default=True, help="Namespace the pods would see.")
 @click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
-@click.option("--dry-run", is_flag=True, help="Print the processes and their commands without starting them.")
+@click.option("--dry-run", is_flag=True, help="Print each replica's command and env on stdout without starting them.")
 def command(file, release, namespace, run_dir, dry_run) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster."""
     from generator.job import source
@@ -24,7 +24,8 @@ def command(file, release, namespace, run_dir, dry_run) -> None:
 
     job = source.pytorchjob(source.load(file, release, namespace))
     plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)
-    click.echo(local_plan.describe(plan), err=True)
+    # The plan is the output of a dry run, and a header on stderr before a real one.
+    click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if dry_run:

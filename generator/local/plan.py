@@ -184,8 +184,16 @@ def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port
     return env
 
 
-def describe(plan: Plan) -> str:
+# The launch contract, shown by --dry-run for each replica.
+CONTRACT_ENV = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
+                "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "OUTPUT_DIR")
+
+
+def describe(plan: Plan, env: bool = False) -> str:
     lines = [f"job {plan.job}: {len(plan.replicas)} replica(s), outputs under {plan.run_dir}"]
     for r in plan.replicas:
         lines.append(f"  {r.name} (rank {r.rank}, restartPolicy {r.restart_policy}): {shlex.join(r.argv)}")
+        if env:
+            shown = [f"{k}={r.env[k]}" for k in CONTRACT_ENV if k in r.env]
+            lines.append("    env: " + " ".join(shown))
     return "\n".join(lines)

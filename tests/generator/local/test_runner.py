@@ -223,7 +223,8 @@ def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
 def test_dry_run_prints_the_plan(tmp_path):
     body, marker = local_jobs.job("dry", "print('ran')", "print('ran')", workers=1)
     code, out, err = run("run", local_jobs.write(tmp_path, body), "--dry-run")
-    assert code == 0 and "master-0 (rank 0, restartPolicy OnFailure)" in err and "ran" not in out
+    assert code == 0 and "master-0 (rank 0, restartPolicy OnFailure)" in out and "\nran" not in out
+    assert "env: WORLD_SIZE=2 RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" in out
 
 
 def test_invalid_manifest_is_refused_before_anything_runs(tmp_path):
