@@ -13,7 +13,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[generator,cluster,trainer,test]'
+	@echo "installing the project and its tools into $(VENV) (torch takes a few minutes the first time)"
+	$(PY) -m pip install --progress-bar off -c constraints.txt -e '.[generator,cluster,trainer,test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

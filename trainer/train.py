@@ -109,6 +109,11 @@ class Trainer:
         self.start_epoch, self.start_step = 0, 0
         self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
         self.net = self.model
+        ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
+        if ignored and launch.device.type != "cuda":
+            many = len(ignored) > 1
+            self.progress.line(f"note: {' and '.join(ignored)} only {'act' if many else 'acts'} on a GPU; on the "
+                               f"{launch.device.type} {'they do' if many else 'it does'} nothing")
 
     def resume(self) -> None:
         resumed = _resume(self.cfg, self.launch, self.ckpt_dir)

@@ -92,8 +92,13 @@ def main(argv: list[str]) -> int:
             print(f"{chart}/values.yaml: undocumented keys: {', '.join(undocumented)}; add a '# --' comment above each",
                   file=sys.stderr)
             return 1
-        (chart / "README.md").write_text(updated_readme(chart))
-        print(f"updated {chart}/README.md")
+        readme = chart / "README.md"
+        text = updated_readme(chart)
+        if readme.read_text() == text:
+            print(f"{readme}: unchanged")
+            continue
+        readme.write_text(text)
+        print(f"updated {readme}")
     return 0
 
 

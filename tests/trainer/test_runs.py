@@ -109,3 +109,11 @@ def test_elastic_rendezvous_under_torchrun_with_the_operators_pet_variables(tmp_
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert metrics(tmp_path)["world_size"] == 2
+
+
+def test_gpu_only_flags_on_the_cpu_say_they_do_nothing(tmp_path):
+    proc = trainer_procs.trainer(["--dataset", "digits", "--epochs", "1", "--threads", "1", "--amp", "--channels-last",
+                                  "--output-dir", str(tmp_path)], trainer_procs.base_env())
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "note: --amp and --channels-last only act on a GPU; on the cpu they do nothing" in out
