@@ -10,14 +10,6 @@ MANIFESTS = TESTS / "manifests"
 REFERENCE = ROOT.parent / "shared" / "reference"
 
 
-def reference(*parts: str) -> Path:
-    """A file or folder of ../shared/reference; the calling test skips, saying so, when it is absent."""
-    path = REFERENCE.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent: this test reads upstream's reference files from ../shared/reference")
-    return path
-
-
 def upstream_examples() -> list:
     """Upstream's example jobs as test parameters, or one visibly skipped case when they are absent."""
     folder = REFERENCE / "training-operator-v1.9.4" / "examples"
