@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import ssl
@@ -71,8 +72,6 @@ class Supervisor:
 
     # --- the control plane -------------------------------------------------------------------
     def run(self) -> int:
-        import os
-
         self.state["pid"] = os.getpid()
         self.layout.root.mkdir(parents=True, exist_ok=True)
         self._save()
