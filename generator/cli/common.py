@@ -33,16 +33,18 @@ def legacy_output_format(output: str | None, fmt: str) -> tuple[str | None, str]
 
 
 def cluster_options(fn):
+    fn = click.option("--request-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+                      metavar="SECONDS", help="Give up on one API request after this long.")(fn)
     fn = click.option("--kubeconfig", metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")(fn)
     fn = click.option("--context", help="Kubeconfig context (default: the current one).")(fn)
     fn = click.option("-n", "--namespace", help="Namespace (default: the context's).")(fn)
     return fn
 
 
-def connect(context, namespace, kubeconfig):
+def connect(context, namespace, kubeconfig, request_timeout=30.0):
     from generator.cluster import client
 
-    return client.connect(context, namespace, kubeconfig)
+    return client.connect(context, namespace, kubeconfig, request_timeout)
 
 
 def emit(text: str, output: str | None) -> None:

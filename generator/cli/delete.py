@@ -10,9 +10,9 @@ from generator.cli.common import cluster_options, connect
 @click.argument("name")
 @click.option("--with-pvc", is_flag=True, help="Also delete the output PVC the chart created for this job.")
 @cluster_options
-def command(name, with_pvc, context, namespace, kubeconfig) -> None:
+def command(name, with_pvc, context, namespace, kubeconfig, request_timeout) -> None:
     """Delete a job (its pods go with it) and, if asked, its chart-created output PVC."""
     from generator.cluster import ops
 
-    for line in ops.delete(connect(context, namespace, kubeconfig), name, with_pvc):
+    for line in ops.delete(connect(context, namespace, kubeconfig, request_timeout), name, with_pvc):
         click.echo(line)

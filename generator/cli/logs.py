@@ -13,11 +13,11 @@ from generator.errors import UserError
 @click.option("-f", "--follow", is_flag=True, help="Stream, waiting through Pending pods and container restarts.")
 @click.option("--previous", is_flag=True, help="The log of the container before its last restart.")
 @cluster_options
-def command(name, replica, follow, previous, context, namespace, kubeconfig) -> None:
+def command(name, replica, follow, previous, context, namespace, kubeconfig, request_timeout) -> None:
     """Logs of every pod of a job, prefixed master-0 / worker-1, or of one replica."""
     from generator.cluster import client, logs
 
-    c = connect(context, namespace, kubeconfig)
+    c = connect(context, namespace, kubeconfig, request_timeout)
     if client.get_job(c, name) is None:
         raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}")
     if follow:

@@ -13,12 +13,12 @@ from generator.cli.common import cluster_options, connect, emit, format_option, 
 @format_option
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
 @cluster_options
-def command(name, fmt, output, context, namespace, kubeconfig) -> None:
+def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) -> None:
     """Conditions, replica counts and times of a job."""
     from generator.cluster import ops
 
     output, fmt = legacy_output_format(output, fmt)
-    report = ops.status(connect(context, namespace, kubeconfig), name)
+    report = ops.status(connect(context, namespace, kubeconfig, request_timeout), name)
     emit(json.dumps(report, indent=2) + "\n" if fmt == "json" else table(report), output)
 
 

@@ -16,12 +16,12 @@ from generator.cli.common import cluster_options, connect, release_option
 @click.option("--replace", is_flag=True, help="Delete a finished job of the same name first.")
 @click.option("--timeout", type=click.IntRange(min=1), default=86400, show_default=True, help="Seconds --wait waits.")
 @cluster_options
-def command(file, release, dry_run, wait_, replace, timeout, context, namespace, kubeconfig) -> None:
+def command(file, release, dry_run, wait_, replace, timeout, context, namespace, kubeconfig, request_timeout) -> None:
     """Validate a job and apply it (server-side apply): the output PVC, then the PyTorchJob."""
     from generator.cli.wait import follow
     from generator.cluster import ops
 
-    c = connect(context, namespace, kubeconfig)
+    c = connect(context, namespace, kubeconfig, request_timeout)
     done = ops.submit(c, file, release, namespace, dry_run, replace)
     for note in done.notes:
         click.echo(note, err=True)

@@ -14,9 +14,9 @@ from generator.cli.common import cluster_options, connect
               show_default=True)
 @click.option("--timeout", type=click.IntRange(min=1), default=3600, show_default=True, help="Seconds.")
 @cluster_options
-def command(name, target, timeout, context, namespace, kubeconfig) -> None:
+def command(name, target, timeout, context, namespace, kubeconfig, request_timeout) -> None:
     """Exit 0 when the job reaches the condition, 1 when it ends otherwise, 2 on timeout."""
-    sys.exit(follow(connect(context, namespace, kubeconfig), name, target, timeout))
+    sys.exit(follow(connect(context, namespace, kubeconfig, request_timeout), name, target, timeout))
 
 
 def follow(c, name: str, target: str, timeout: int, progress: bool = False) -> int:

@@ -17,15 +17,20 @@ INDEX_LABEL = "training.kubeflow.org/replica-index"
 APPLY = "application/apply-patch+yaml"
 
 
+DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds for one request, as kubectl's --request-timeout
+
+
 @dataclass
 class Cluster:
     core: object
     custom: object
     namespace: str
     server: str
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
 
-def connect(context: str | None = None, namespace: str | None = None, kubeconfig: str | None = None) -> Cluster:
+def connect(context: str | None = None, namespace: str | None = None, kubeconfig: str | None = None,
+            request_timeout: float = DEFAULT_REQUEST_TIMEOUT) -> Cluster:
     """The usual kubeconfig (KUBECONFIG, ~/.kube/config) or the in-cluster service account."""
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
@@ -51,7 +56,8 @@ def connect(context: str | None = None, namespace: str | None = None, kubeconfig
                             f"{exc}; check `kubectl config get-contexts`") from None
     configuration.retries = 1  # fail fast on an unreachable server instead of retrying for a minute
     api = client.ApiClient(configuration)
-    return Cluster(client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns, configuration.host)
+    return Cluster(client.CoreV1Api(api), client.CustomObjectsApi(api), namespace or default_ns, configuration.host,
+                   request_timeout)
 
 
 def _incluster_namespace() -> str:
@@ -124,7 +130,9 @@ def _kind(resource: str) -> str:
 
 
 def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwargs):
-    """Run one API call; failures come back as UserError."""
+    """Run one API call; failures come back as UserError. A server that accepts and never
+    answers fails it after the cluster's request timeout."""
+    kwargs.setdefault("_request_timeout", cluster.request_timeout)
     try:
         return fn(*args, **kwargs)
     except Exception as exc:  # every client failure is translated; nothing raw reaches the user
@@ -140,7 +148,8 @@ def get_job(cluster: Cluster, name: str) -> dict | None:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        return cluster.custom.get_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, name)
+        return cluster.custom.get_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, name,
+                                                           _request_timeout=cluster.request_timeout)
     except ApiException as exc:
         if exc.status == 404 and (_body(exc).get("details") or {}).get("name"):
             return None

@@ -199,3 +199,22 @@ def test_webhook_rejection_is_passed_on(api, values_file):
     assert "the operator's webhook rejected PyTorchJob mnist: PyTorchJobSpec is not valid: Master ReplicaSpec" in err
 
 
+
+
+def test_a_server_that_never_answers_times_out_with_a_sentence(tmp_path, monkeypatch):
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepts connections, never answers
+    try:
+        server = FakeKubeAPI()
+        path = server.kubeconfig(tmp_path / "kc")
+        server.server.server_close()
+        text = (tmp_path / "kc").read_text().replace(server.url, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        (tmp_path / "kc").write_text(text)
+        monkeypatch.setenv("KUBECONFIG", path)
+        code, _, err = run("status", "x", "--request-timeout", "1")  # without it: a hang, ended by pytest-timeout
+        assert code == 1 and "cannot reach the cluster" in err and "timed out" in err, err
+    finally:
+        silent.close()
