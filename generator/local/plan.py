@@ -13,6 +13,7 @@ from pathlib import Path
 
 from generator.errors import Finding, UserError
 
+MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
 ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
 SHM = "/dev/shm"
 
@@ -110,6 +111,10 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
     if "Worker" in specs:
         order.append(("Worker", int(specs["Worker"].get("replicas", 1))))
     pods = sum(n for _, n in order)
+    if pods > MAX_LOCAL_PODS:
+        raise UserError([Finding("spec.pytorchReplicaSpecs.Worker.replicas", f"makes {pods} pods, more than this machine "
+                                 f"runs as processes ({MAX_LOCAL_PODS} at most)", pods - 1,
+                                 "run a smaller copy of the job here, or submit it to a cluster")])
     port = free_port()
     elastic = spec.get("elasticPolicy")
     rdzv_port = free_port() if elastic else None

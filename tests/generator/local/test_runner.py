@@ -232,3 +232,10 @@ def test_invalid_manifest_is_refused_before_anything_runs(tmp_path):
     body["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
     code, out, err = run("run", local_jobs.write(tmp_path, body))
     assert code == 1 and "Master.replicas: must be written and be exactly 1" in err and out == ""
+
+
+def test_absurd_replica_counts_are_refused_before_anything_starts(tmp_path):
+    body, _ = local_jobs.job("huge", "pass", "pass", workers=10**12)
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--dry-run")
+    assert code == 1 and out == ""
+    assert "makes 1000000000001 pods, more than this machine runs as processes (64 at most)" in err
