@@ -33,7 +33,6 @@ class Installed:
     container: dict
     webhook_secret: str
     webhook_service: str
-    objects: list
 
 
 def admin_client(layout: Layout):
@@ -93,7 +92,7 @@ def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str
     secret = next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--webhook-secret-name="))
     service = next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--webhook-service-name="))
     installed = Installed(ns, deployment["metadata"]["name"], pod.get("serviceAccountName", "default"), container,
-                          secret, service, objects)
+                          secret, service)
     _webhook_endpoints(api, installed)
     return installed
 
@@ -140,11 +139,7 @@ def _webhook_endpoints(api, installed: Installed) -> None:
         "endpoints": [{"addresses": [node_ip()], "conditions": {"ready": True}}],
         "ports": [{"name": port.name, "port": WEBHOOK_PORT, "protocol": "TCP"}],
     }
-    from kubernetes import dynamic
-
-    dynamic.DynamicClient(api).resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice").server_side_apply(
-        body=body, name=body["metadata"]["name"], namespace=installed.namespace, field_manager=FIELD_MANAGER,
-        force_conflicts=True)
+    apply(api, [body], installed.namespace)
 
 
 def service_account_token(layout: Layout, installed: Installed) -> str:
