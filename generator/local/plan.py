@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import shlex
 import socket
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.errors import Finding, UserError
+from generator.local.process import container_argv, map_path
 
 MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
-ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
 SHM = "/dev/shm"
 
 
@@ -47,32 +46,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _local_argv(command: list[str], args: list[str]) -> list[str]:
-    """The container's command on this machine: python and torchrun become this interpreter."""
-    argv = list(command or ENTRYPOINT) + list(args or [])
-    head = argv[0]
-    if head in ("python", "python3") or head.startswith("python3."):
-        return [sys.executable] + argv[1:]
-    if head == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run"] + argv[1:]
-    return argv
-
-
-def _map_path(value: str, mounts: dict[str, Path]) -> str:
-    """Container paths under a mount point become the local folder, in args and env alike."""
-    for container_path in sorted(mounts, key=len, reverse=True):
-        local = str(mounts[container_path])
-        if value == container_path or value.startswith(container_path + "/"):
-            return local + value[len(container_path):]
-        for sep in ("=", ":"):  # --output-dir=/opt/pytorch/output, PATHS=a:/data/x
-            marker = sep + container_path
-            if marker in value:
-                head, _, tail = value.partition(marker)
-                if not tail or tail.startswith("/"):
-                    return head + sep + local + tail
-    return value
 
 
 def _env_value(item: dict, pod: str, namespace: str, problems: list[Finding], where: str) -> str | None:
@@ -147,11 +120,11 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
                 value = _env_value(item, f"{name}-{replica}", namespace, problems,
                                    f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].env[{j}]")
                 if value is not None:
-                    env[item["name"]] = _map_path(value, mounts)
+                    env[item["name"]] = map_path(value, mounts)
             if container.get("envFrom"):
                 notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
             command = container.get("command") or []
-            argv = [_map_path(a, mounts) for a in _local_argv(command, container.get("args") or [])]
+            argv = [map_path(a, mounts) for a in container_argv(command, container.get("args") or [])]
             output = env.get("OUTPUT_DIR")
             if (not command and output is None) or (output and output.startswith("/") and
                                                      not any(output.startswith(str(f)) for f in mounts.values())):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 from generator.local.plan import Plan, Replica
+from generator.local.process import Process
 
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
 TAIL_LINES = 15
@@ -22,14 +22,12 @@ COLOURS = ["36", "33", "35", "32", "34", "31"]
 @dataclass
 class State:
     replica: Replica
-    proc: subprocess.Popen | None = None
+    proc: Process | None = None
     status: str = "Pending"  # Pending, Running, Succeeded, Failed, Stopped
     restarts: int = 0
     exit_code: int | None = None
-    started: float = 0.0
     wall: float = 0.0
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
-    reader: threading.Thread | None = None
 
 
 @dataclass
@@ -71,12 +69,6 @@ class Runner:
             self.out.write(f"{prefix} | {line}\n")
             self.out.flush()
 
-    def _read(self, state: State, proc: subprocess.Popen) -> None:
-        for raw in proc.stdout:
-            line = raw.rstrip("\n").split("\r")[-1]
-            state.tail.append(line)
-            self._emit(state, line)
-
     # -- processes ------------------------------------------------------------------------
     def _start(self, state: State) -> None:
         r = state.replica
@@ -86,24 +78,19 @@ class Runner:
         for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(name, None)
         env.update(r.env)
+
+        def line(text: str) -> None:
+            state.tail.append(text)
+            self._emit(state, text)
+
         try:
-            state.proc = subprocess.Popen(r.argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                          bufsize=1, start_new_session=True, errors="replace")
+            state.proc = Process(r.argv, env, line)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127
             state.tail.append(f"cannot start {r.argv[0]}: {exc}")
             return
-        state.status, state.started = "Running", time.monotonic()
-        state.reader = threading.Thread(target=self._read, args=(state, state.proc), daemon=True)
-        state.reader.start()
-
-    def _signal(self, state: State, sig: int) -> None:
-        if state.proc and state.proc.poll() is None:
-            try:
-                os.killpg(state.proc.pid, sig)  # the whole group: torchrun's children too
-            except ProcessLookupError:
-                pass
+        state.status = "Running"
 
     def _stop_all(self, status: str = "Stopped", settle: float = 0.0) -> None:
         """SIGTERM, the grace period, SIGKILL. With `settle`, replicas first get that long to end by themselves."""
@@ -112,30 +99,20 @@ class Runner:
             time.sleep(0.05)
         running = [s for s in self.states if s.proc and s.status == "Running"]
         for s in running:
-            self._signal(s, signal.SIGTERM)
+            s.proc.signal(signal.SIGTERM)
         deadline = time.monotonic() + GRACE_SECONDS
         for s in running:
-            try:
-                s.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self._signal(s, signal.SIGKILL)
-                s.proc.wait()
-            self._finish(s, "Succeeded" if s.proc.returncode == 0 else status)
+            s.proc.stop(max(0.1, deadline - time.monotonic()))
+            self._finish(s, "Succeeded" if s.proc.poll() == 0 else status)
         for s in self.states:
             if s.proc:
-                try:  # stray grandchildren of an exited leader
-                    os.killpg(s.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                s.proc.reap()
 
     def _finish(self, state: State, status: str) -> None:
-        if state.reader:
-            state.reader.join(timeout=5)
-        state.exit_code = state.proc.returncode if state.proc else state.exit_code
-        if state.exit_code is not None and state.exit_code < 0:
-            state.exit_code = 128 - state.exit_code  # killed by signal N reads as 128+N, as in a container
-        state.wall += time.monotonic() - state.started if state.started else 0.0
-        state.started = 0.0
+        if state.proc:
+            state.proc.reader.join(timeout=5)
+            state.exit_code = state.proc.poll()
+            state.wall += time.monotonic() - state.proc.started
         state.status = status
 
     # -- the operator's loop --------------------------------------------------------------
@@ -161,7 +138,7 @@ class Runner:
                     if state.status == "Failed" and state.proc is None:
                         return self._fail(state, "could not start")
                     continue
-                code = state.proc.returncode
+                code = state.proc.poll()
                 self._finish(state, "Succeeded" if code == 0 else "Failed")
                 code = state.exit_code
                 if code != 0 and retryable(state.replica.restart_policy, code):

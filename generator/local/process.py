@@ -1,0 +1,104 @@
+"""One container's processes on this machine, shared by `generator run` and the process kubelet:
+started in a process group of its own (torchrun's workers included), output read line by line,
+stopped with SIGTERM, the grace period, then SIGKILL, and exit codes read as a container runtime
+reports them (killed by signal N is 128+N)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
+
+
+def container_argv(command: list[str] | None, args: list[str] | None) -> list[str]:
+    """The container's command on this machine: python and torchrun become this interpreter, so
+    the trainer runs with the packages it was installed with."""
+    argv = list(command or ENTRYPOINT) + list(args or [])
+    head = argv[0]
+    if head in ("python", "python3") or head.startswith("python3."):
+        return [sys.executable] + argv[1:]
+    if head == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run"] + argv[1:]
+    return argv
+
+
+def map_path(value: str, mounts: dict[str, Path]) -> str:
+    """Container paths under a mount point become the local folder, in args and env alike."""
+    for container_path in sorted(mounts, key=len, reverse=True):
+        local = str(mounts[container_path])
+        if value == container_path or value.startswith(container_path + "/"):
+            return local + value[len(container_path):]
+        for sep in ("=", ":"):  # --output-dir=/opt/pytorch/output, PATHS=a:/data/x
+            marker = sep + container_path
+            if marker in value:
+                head, _, tail = value.partition(marker)
+                if not tail or tail.startswith("/"):
+                    return head + sep + local + tail
+    return value
+
+
+def exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Process:
+    """A started container process. `on_line` gets each line of its merged stdout and stderr."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None], cwd: Path | None = None,
+                 preexec_fn: Callable[[], None] | None = None):
+        # OSError (no such program, ...) reaches the caller: it decides what "could not start" means.
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1, errors="replace",
+                                     start_new_session=True, preexec_fn=preexec_fn)
+        self.started = time.monotonic()
+        self.reader = threading.Thread(target=self._read, args=(on_line,), daemon=True)
+        self.reader.start()
+
+    def _read(self, on_line: Callable[[str], None]) -> None:
+        for raw in self.proc.stdout:
+            on_line(raw.rstrip("\n").split("\r")[-1])  # a progress bar's last state, not its every frame
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        code = self.proc.poll()
+        return None if code is None else exit_code(code)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)  # the whole group: torchrun's children too
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return exit_code(self.proc.wait(timeout))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float) -> int:
+        """SIGTERM, up to `grace` seconds, SIGKILL; then whatever of its group is left. The exit code."""
+        self.signal(signal.SIGTERM)
+        code = self.wait(grace)
+        if code is None:
+            self.signal(signal.SIGKILL)
+            code = exit_code(self.proc.wait())
+        self.reap()
+        return code
+
+    def reap(self) -> None:
+        """Stray members of an exited leader's group (a trainer's DataLoader workers, ...)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.reader.join(timeout=5)
