@@ -19,25 +19,44 @@ dir_option = click.option("--dir", "directory", metavar="DIR",
                           help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
 
 
+def _quantity(ctx, param, value):
+    if value is None:
+        return None
+    from generator.job import quantity
+
+    try:
+        if quantity.parse(value) <= 0:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a positive quantity; {quantity.hint_for(value)}") from None
+    return value
+
+
 @click.group("cluster")
 def command() -> None:
-    """A real control plane (etcd, kube-apiserver, controller-manager, scheduler) with the operator, on loopback."""
+    """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node that runs pods as processes, and the operator."""
 
 
 @command.command("up")
 @click.option("-f", "--values", "values_file", metavar="FILE", help="Values for charts/pytorch-operator.")
 @click.option("--timeout", type=click.IntRange(min=10), default=600, show_default=True,
               help="Seconds to wait for the cluster (not counting the first build).")
+@click.option("--cpu", metavar="QUANTITY", callback=_quantity, help="The node's CPU capacity (default: this machine's CPUs).")
+@click.option("--memory", metavar="QUANTITY", callback=_quantity, help="The node's memory (default: this machine's).")
+@click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
+              help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
 @dir_option
-def up(values_file, timeout, directory) -> None:
-    """Start the control plane, install the operator chart, run the operator; print `export KUBECONFIG=...`."""
+def up(values_file, timeout, cpu, memory, gpus, directory) -> None:
+    """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
     from generator.controlplane import lifecycle
 
     layout = _layout(directory)
-    state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True))
+    state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
+                         node={"cpu": cpu, "memory": memory, "gpus": gpus})
     from generator.controlplane import build
 
-    click.echo(f"cluster ready: {state['server']} (operator in namespace {state['operator']['namespace']}); "
+    click.echo(f"cluster ready: {state['server']}, node {state['node']} (operator in namespace "
+               f"{state['operator']['namespace']}); "
                f"kubectl is {build.bin_dir() / 'kubectl'}", err=True)
     click.echo(f"export KUBECONFIG={state['kubeconfig']}")
 

@@ -22,7 +22,8 @@ def running(layout: Layout) -> dict | None:
     return None
 
 
-def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print) -> dict:
+def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: dict | None = None) -> dict:
+    """`node`: cpu, memory (quantities) and gpus (a count) of the process kubelet's Node."""
     state = running(layout)
     if state:
         if state["phase"] != "ready":
@@ -43,6 +44,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print)
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
         argv += ["-f", str(Path(values_file).resolve())]
+    argv += [f"--{k}={v}" for k, v in (node or {}).items() if v]
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
@@ -72,6 +74,16 @@ def _leftovers(layout: Layout) -> None:
     for sub in ("etcd", "kubeconfigs"):
         shutil.rmtree(layout.root / sub, ignore_errors=True)
     layout.state_file.unlink(missing_ok=True)
+
+
+def strays(root: Path) -> list[int]:
+    """Processes of the cluster in `root` that still run: each carries its folder in its environment."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and processes.pid_alive(int(entry.name)) \
+                and started_by(int(entry.name), root):
+            found.append(int(entry.name))
+    return found
 
 
 def status(layout: Layout) -> dict:
@@ -107,6 +119,12 @@ def down(layout: Layout, grace: float = 60) -> list[str]:
             stopped.append(f"{name} (pid {child}, killed)")
     if pid and processes.pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
+    for stray in strays(layout.root):  # a pod's process whose kubelet died before it
+        try:
+            os.killpg(stray, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        stopped.append(f"pid {stray} (left behind, killed)")
     if state:
         state["phase"] = "stopped"
         layout.write_state(state)

@@ -61,8 +61,10 @@ class Authority:
         _write_key(self.key_path, self.key)
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, stem: str, cn: str, org: str | None = None, server: bool = False) -> tuple[Path, Path]:
-        """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist."""
+    def issue(self, stem: str, cn: str, org: str | None = None, server: bool = False,
+              names: list[str] = API_NAMES, ips: list[str] = API_IPS) -> tuple[Path, Path]:
+        """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist.
+        A server certificate is for `names` and `ips` (the API server's unless told)."""
         crt, key_path = self.folder / f"{stem}.crt", self.folder / f"{stem}.key"
         if crt.exists() and key_path.exists():
             return crt, key_path
@@ -72,7 +74,7 @@ class Authority:
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
         if server:
-            sans = [x509.DNSName(n) for n in API_NAMES] + [x509.IPAddress(ipaddress.ip_address(i)) for i in API_IPS]
+            sans = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         _write_key(key_path, key)

@@ -1,9 +1,10 @@
 """The process that owns a local cluster: it starts etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler on loopback, installs charts/pytorch-operator,
-runs the operator as its Deployment says, keeps the operator's webhook wiring alive, and stops
-everything on SIGTERM. `generator cluster up` starts it in the background.
+kube-controller-manager and kube-scheduler on loopback, the process kubelet as the one node,
+a default StorageClass with its provisioner, installs charts/pytorch-operator (whose pod the
+kubelet then runs), and stops everything on SIGTERM. `generator cluster up` starts it in the
+background.
 
-    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml]
+    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--cpu C] [--memory M] [--gpus N]
 """
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import build, operator, pki, processes
+from generator.controlplane import build, kubelet, operator, pki, processes, storage
 from generator.controlplane.layout import Layout
 
 SERVICE_RANGE = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
-STOP_ORDER = ["training-operator", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+STOP_ORDER = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 def free_port() -> int:
@@ -51,9 +52,10 @@ def write_kubeconfig(path: Path, server: str, ca: Path, user: dict) -> Path:
 
 
 class Supervisor:
-    def __init__(self, layout: Layout, operator_values: dict):
+    def __init__(self, layout: Layout, operator_values: dict, node: dict):
         self.layout = layout
         self.operator_values = operator_values
+        self.node = node  # cpu, memory, gpus for the kubelet
         self.children: dict[str, processes.Child] = {}
         self.stopping = threading.Event()
         self.state: dict = {"phase": "starting", "pid": None, "processes": {}, "error": None}
@@ -98,6 +100,10 @@ class Supervisor:
         serving = ca.issue("apiserver", "kube-apiserver", server=True)
         sa_private, sa_public = pki.service_account_key(self.layout.pki)
         admin = ca.issue("admin", "pytorchjob-kit-admin", org="system:masters")
+        kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters")
+        node_name = kubelet.node_name()
+        # The Node authorizer and NodeRestriction know a kubelet by this name and group.
+        node_cert = ca.issue(f"kubelet-{node_name}", f"system:node:{node_name}", org="system:nodes")
 
         etcd_port, api_port = free_port(), free_port()
         etcd = self._start("etcd", [str(bins / "etcd"), f"--data-dir={self.layout.etcd_data}",
@@ -121,6 +127,9 @@ class Supervisor:
             "--enable-aggregator-routing=true",
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true",
+            # pods/log reaches the kubelet at the Node's InternalIP, each side checking the other's certificate.
+            f"--kubelet-client-certificate={kubelet_client[0]}", f"--kubelet-client-key={kubelet_client[1]}",
+            f"--kubelet-certificate-authority={ca.cert_path}", "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
         ])
         self._save(server=server, kubeconfig=str(self.layout.kubeconfig))
@@ -154,22 +163,37 @@ class Supervisor:
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
         ])
 
+        write_kubeconfig(self.layout.component_kubeconfig("kubelet"), server, ca.cert_path,
+                         {"client-certificate": str(node_cert[0]), "client-key": str(node_cert[1])})
+        node_args = [f"--{k}={v}" for k, v in self.node.items() if v]
+        node = self._start("kubelet", [sys.executable, "-m", "generator.controlplane.kubelet", str(self.layout.root),
+                                       f"--server={server}", f"--node-name={node_name}", *node_args],
+                           {**os.environ, "PYTHONUNBUFFERED": "1"})
+        api = operator.admin_client(self.layout)
+        from kubernetes import client
+
+        core = client.CoreV1Api(api)
+        processes.wait_until(lambda: _node_ready(core, node_name), 120, f"node {node_name} to be Ready", node)
+        operator.apply(api, [storage.storage_class()], "default")
+        storage.Provisioner(api, self.layout.root / "volumes", self.stopping).start()
+
         installed = operator.install(self.layout, self.operator_values)
-        self._save(operator={"namespace": installed.namespace, "deployment": installed.deployment,
-                             "service_account": installed.service_account})
-        argv, env = operator.process(self.layout, installed, server, ca.cert_path, bins)
-        child = self._start("training-operator", argv, env)
-        self.syncer = operator.WebhookSecretSync(self.layout, installed, self.stopping)
-        self.syncer.start()
-        operator.wait_ready(self.layout, installed, child)
+        self._save(node=node_name, operator={"namespace": installed.namespace, "deployment": installed.deployment,
+                                             "service_account": installed.service_account})
+        operator.wait_ready(self.layout, installed, node)
 
     def stop(self) -> None:
         self.stopping.set()
         for name in STOP_ORDER:
             child = self.children.get(name)
             if child is not None:
-                child.stop()
+                child.stop(grace=30 if name == "kubelet" else 10)  # the kubelet first stops every pod
         self._save(phase="stopped")
+
+
+def _node_ready(core, name: str) -> bool:
+    conditions = core.read_node_status(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _short(exc: Exception) -> str:
@@ -187,9 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m generator.controlplane.supervisor")
     parser.add_argument("dir", type=Path)
     parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
+    parser.add_argument("--cpu", help="the node's CPU capacity (default: this machine's)")
+    parser.add_argument("--memory", help="the node's memory capacity (default: this machine's)")
+    parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu the node offers, for scheduling")
     args = parser.parse_args(argv)
     values = yaml.safe_load(args.values.read_text()) if args.values else {}
-    supervisor = Supervisor(Layout(args.dir.resolve()), values or {})
+    supervisor = Supervisor(Layout(args.dir.resolve()), values or {},
+                            {"cpu": args.cpu, "memory": args.memory, "gpus": args.gpus})
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

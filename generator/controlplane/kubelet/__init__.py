@@ -1,0 +1,283 @@
+"""The process kubelet: the node of the local control plane. It registers a Node and keeps its
+Lease fresh, runs each pod the scheduler binds to it as local processes (pod.py), answers the
+API server's pods/log (logs.py), and gives each pod a resolver: an /etc/hosts of its own in
+which the Services of its namespace whose pods run here resolve to 127.0.0.1.
+
+Pods share this machine's network, as hostNetwork pods do: a pod's IP is the node's address,
+which the EndpointSlice controller accepts (it refuses loopback addresses), and a port is the
+machine's port, so two jobs that listen on one port cannot run at once.
+
+    python -m generator.controlplane.kubelet DIR --server URL [--cpu C] [--memory M] [--gpus N]
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from generator.controlplane import network, pki
+from generator.controlplane.kubelet import images, logs, node
+from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
+from generator.controlplane.layout import MARKER, Layout
+
+EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
+RESOLVER_SECONDS = 1.0
+
+# busybox's nslookup, answered by the pod's resolver: the operator's init container waits with it.
+NSLOOKUP = """#!/bin/sh
+# nslookup NAME: what cluster DNS answers, from this pod's /etc/hosts (the process kubelet keeps it).
+for name in "$@"; do case "$name" in -*) ;; *) target="$name"; break;; esac; done
+answer=$(getent hosts "$target") || { echo "** server can't find $target: NXDOMAIN"; exit 1; }
+echo "Server:    process-kubelet"
+echo "Name:      $target"
+echo "Address:   ${answer%% *}"
+"""
+
+
+def node_name() -> str:
+    """This machine's hostname as a Node name (DNS-1123, lower case)."""
+    raw = socket.gethostname().lower()
+    name = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in raw).strip("-.")
+    return name[:63] or "localhost"
+
+
+class Kubelet:
+    def __init__(self, layout: Layout, server: str, resources: dict[str, str], name: str, address: str, port: int):
+        from kubernetes import client, config
+
+        self.layout, self.server, self.name, self.node_ip, self.port = layout, server, name, address, port
+        self.allocatable = resources
+        self.root = layout.root / "kubelet"
+        self.toolbox = self.root / "toolbox"
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(layout.component_kubeconfig("kubelet")), client_configuration=configuration)
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.coordination = client.CoordinationV1Api(self.api)
+        self.workers: dict[str, PodWorker] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.told: dict[tuple, float] = {}
+        self.host_hosts = Path("/etc/hosts").read_text(errors="replace") if Path("/etc/hosts").exists() else ""
+
+    def log(self, text: str) -> None:
+        print(f"{now()} {text}", flush=True)
+
+    # --- what pods get ---------------------------------------------------------------------
+    def base_env(self, program: images.Program, worker: PodWorker) -> dict[str, str]:
+        """The image's ENV and what the kubelet adds to every container."""
+        from urllib.parse import urlparse
+
+        url = urlparse(self.server)
+        return {**program.env(), "HOSTNAME": worker.pod_name, "HOME": str(worker.folder / "home"),
+                # The API server listens on loopback here, not at the `kubernetes` Service's ClusterIP.
+                "KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port),
+                "KUBERNETES_SERVICE_PORT_HTTPS": str(url.port), "KUBERNETES_PORT": f"tcp://{url.hostname}:{url.port}",
+                MARKER: str(self.layout.root)}
+
+    def hosts_file(self, worker: PodWorker) -> Path:
+        path = worker.folder / "hosts"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self._hosts(worker, self._services()))
+        return path
+
+    def _services(self) -> list:
+        try:
+            return self.core.list_service_for_all_namespaces().items
+        except Exception:
+            return []
+
+    def _hosts(self, worker: PodWorker, services: list) -> str:
+        with self.lock:
+            started = [w.pod for w in self.workers.values() if w.pod_ip and not w.finished.is_set()]
+        lines = [self.host_hosts.rstrip("\n"), f"# Services of namespace {worker.namespace} with pods on this process node"]
+        for svc in services:
+            ns, selector = svc.metadata.namespace, svc.spec.selector
+            if ns != worker.namespace or not selector:
+                continue
+            if any(p["metadata"]["namespace"] == ns and all((p["metadata"].get("labels") or {}).get(k) == v
+                                                            for k, v in selector.items()) for p in started):
+                n = svc.metadata.name
+                lines.append(f"127.0.0.1\t{n} {n}.{ns} {n}.{ns}.svc {n}.{ns}.svc.cluster.local")
+        return "\n".join(lines) + "\n"
+
+    def _resolver(self) -> None:
+        """Keeps every pod's /etc/hosts current, in place: it is bind-mounted by inode."""
+        while not self.stopping.wait(RESOLVER_SECONDS):
+            services = self._services()
+            with self.lock:
+                workers = list(self.workers.values())
+            for w in workers:
+                path = w.folder / "hosts"
+                if path.exists():
+                    content = self._hosts(w, services)
+                    if path.read_text() != content:
+                        path.write_text(content)
+
+    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        key = (meta["uid"], reason, message)
+        if time.monotonic() - self.told.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
+            return
+        self.told[key] = time.monotonic()
+        stamp = now()
+        body = {"metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "namespace": meta["namespace"],
+                                   "uid": meta["uid"], "resourceVersion": meta.get("resourceVersion")},
+                "reason": reason, "message": message, "type": kind, "count": 1,
+                "firstTimestamp": stamp, "lastTimestamp": stamp,
+                "source": {"component": "kubelet", "host": self.name},
+                "reportingComponent": "kubelet", "reportingInstance": self.name}
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except Exception as exc:
+            self.log(f"event {reason} for {meta['namespace']}/{meta['name']} not recorded: {exc}")
+
+    def container(self, namespace: str, pod: str, name: str):
+        """(worker, container) for the log server."""
+        with self.lock:
+            worker = next((w for w in self.workers.values() if w.namespace == namespace and w.pod_name == pod), None)
+        if worker is None:
+            raise logs.NotFound(f'pod "{pod}" in namespace "{namespace}" not found on node {self.name}')
+        container = worker.find(name)
+        if container is None:
+            raise logs.NotFound(f'container "{name}" in pod "{pod}" not found')
+        return worker, container
+
+    # --- the node --------------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        last_status = time.monotonic()
+        while not self.stopping.wait(node.RENEW_SECONDS):
+            try:
+                node.renew_lease(self.coordination, self.name)
+                if time.monotonic() - last_status >= node.STATUS_SECONDS:
+                    node.post_status(self.core, self.name, self.node_ip, self.port, self.allocatable)
+                    last_status = time.monotonic()
+            except Exception as exc:
+                self.log(f"heartbeat failed: {exc}")
+
+    def _pod(self, obj) -> dict:
+        return self.api.sanitize_for_serialization(obj)
+
+    def _seen(self, pod: dict, deleted: bool = False) -> None:
+        uid = pod["metadata"]["uid"]
+        with self.lock:
+            worker = self.workers.get(uid)
+        if worker is not None:
+            if deleted:
+                worker.gone = True
+            else:
+                worker.update(pod)
+            return
+        if deleted:
+            return
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            # Finished before this kubelet started: nothing to run; a deletion only needs its last step.
+            if pod["metadata"].get("deletionTimestamp"):
+                from kubernetes import client
+
+                try:
+                    self.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                                    grace_period_seconds=0,
+                                                    body=client.V1DeleteOptions(preconditions={"uid": uid}))
+                except client.ApiException:
+                    pass
+            return
+        worker = PodWorker(self, pod)
+        with self.lock:
+            self.workers[uid] = worker
+        worker.start()
+
+    def _watch(self) -> None:
+        from kubernetes import watch
+
+        selector = f"spec.nodeName={self.name}"
+        while not self.stopping.is_set():
+            try:
+                listing = self.core.list_pod_for_all_namespaces(field_selector=selector)
+                present = set()
+                for obj in listing.items:
+                    pod = self._pod(obj)
+                    present.add(pod["metadata"]["uid"])
+                    self._seen(pod)
+                with self.lock:
+                    missing = [w for uid, w in self.workers.items() if uid not in present]
+                for w in missing:
+                    w.gone = True
+                stream = watch.Watch()
+                for event in stream.stream(self.core.list_pod_for_all_namespaces, field_selector=selector,
+                                           resource_version=listing.metadata.resource_version, timeout_seconds=60):
+                    if self.stopping.is_set():
+                        stream.stop()
+                        break
+                    self._seen(self._pod(event["object"]), deleted=event["type"] == "DELETED")
+            except Exception as exc:
+                if not self.stopping.is_set():
+                    self.log(f"pod watch: {exc}; listing again")
+                    self.stopping.wait(1.0)
+            self._forget()
+
+    def _forget(self) -> None:
+        with self.lock:
+            for uid in [uid for uid, w in self.workers.items() if w.finished.is_set()]:
+                del self.workers[uid]
+
+    def run(self) -> None:
+        self.toolbox.mkdir(parents=True, exist_ok=True)
+        (self.toolbox / "nslookup").write_text(NSLOOKUP)
+        (self.toolbox / "nslookup").chmod(0o755)
+        ca = pki.Authority(self.layout.pki)
+        serving = ca.issue(f"kubelet-serving-{self.node_ip}", self.name, server=True, names=[self.name],
+                           ips=[self.node_ip, "127.0.0.1"])
+        self.logs = logs.serve(self, "0.0.0.0", self.port, serving[0], serving[1], ca.cert_path)
+        node.register(self.core, self.name)
+        node.post_status(self.core, self.name, self.node_ip, self.port, self.allocatable)
+        node.renew_lease(self.coordination, self.name)
+        self.log(f"node {self.name} registered at {self.node_ip}, capacity {self.allocatable}; logs on port {self.port}")
+        for target in (self._heartbeat, self._resolver):
+            threading.Thread(target=target, name=target.__name__, daemon=True).start()
+        self._watch()
+
+    def stop(self) -> None:
+        """Every pod's processes stopped: nothing outlives the node."""
+        self.stopping.set()
+        with self.lock:
+            workers = list(self.workers.values())
+        for w in workers:
+            w.stopping.set()
+        for w in workers:
+            w.finished.wait(SHUTDOWN_GRACE + 15)
+        if getattr(self, "logs", None):
+            self.logs.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m generator.controlplane.kubelet")
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--node-name", default=None)
+    parser.add_argument("--cpu", default=None)
+    parser.add_argument("--memory", default=None)
+    parser.add_argument("--gpus", type=int, default=0)
+    parser.add_argument("--port", type=int, default=0, help="the log server's port (default: a free one)")
+    args = parser.parse_args(argv)
+    name = args.node_name or node_name()
+    kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(args.cpu, args.memory, args.gpus), name,
+                      network.node_ip(), args.port or network.free_port("0.0.0.0"))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: kubelet.stopping.set())
+    runner = threading.Thread(target=kubelet.run, name="kubelet", daemon=True)
+    runner.start()
+    try:
+        while runner.is_alive() and not kubelet.stopping.wait(0.5):
+            pass
+    except Exception:
+        traceback.print_exc()
+    kubelet.stop()
+    return 0 if kubelet.stopping.is_set() else 1
+

@@ -1,0 +1,7 @@
+import os
+import sys
+
+from generator.controlplane.kubelet import main
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
+sys.exit(main())

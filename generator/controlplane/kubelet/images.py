@@ -1,0 +1,87 @@
+"""Which programs the process node runs for which images. A pod's image names a filesystem this
+machine does not have, so each image the project's charts use maps to the local program it
+stands for; any other image fails the way a pull of a missing image fails."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from generator import paths
+from generator.controlplane import build
+from generator.local.process import ENTRYPOINT
+
+HOST = "host"  # runs on this machine's filesystem; volume paths in args and env become their folders
+PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
+SHELL = "shell"  # a shell image: this machine's sh and coreutils, with the pod's resolver as nslookup
+
+
+@dataclass(frozen=True)
+class Program:
+    repository: str
+    mode: str
+    entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
+    binary: Path | None = None  # what the image's entrypoint path is on this machine (PRIVATE)
+    what: str = ""
+
+    def env(self) -> dict[str, str]:
+        """The image's own ENV."""
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        if self.mode == HOST:
+            # The trainer image's python is this interpreter, with the packages and this checkout.
+            return {"PATH": f"{Path(sys.executable).parent}:{path}", "PYTHONUNBUFFERED": "1",
+                    "PYTHONPATH": str(paths.ROOT)}
+        return {"PATH": path}
+
+
+class ImagePullError(Exception):
+    """Reads like the kubelet's ErrImagePull."""
+
+
+def repository(image: str) -> str:
+    """The repository of an image reference: no tag, no digest, Docker Hub's implicit prefixes gone."""
+    name = image.split("@", 1)[0]
+    head, _, tail = name.rpartition(":")
+    if head and "/" not in tail:
+        name = head
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/library/"):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _chart_image(chart: Path) -> dict:
+    return yaml.safe_load((chart / "values.yaml").read_text())
+
+
+def known() -> dict[str, Program]:
+    """The charts' own images: their repositories are read from the charts' values, never restated."""
+    job_values = _chart_image(paths.JOB_CHART)
+    operator_values = _chart_image(paths.OPERATOR_CHART)
+    trainer = job_values["image"]["repository"]
+    operator = operator_values["image"]["repository"]
+    init = repository(operator_values["pytorchInitContainerImage"])
+    programs = [
+        Program(trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
+        Program(operator, PRIVATE, ("/manager",), build.bin_dir() / "training-operator.v1",
+                what="the operator built into the cache"),
+        Program(init, SHELL, ("sh",), what="this machine's sh"),
+        Program("busybox", SHELL, ("sh",), what="this machine's sh"),
+    ]
+    return {p.repository: p for p in programs}
+
+
+def resolve(image: str) -> Program:
+    programs = known()
+    program = programs.get(repository(image))
+    if program is None:
+        listing = "; ".join(f"{p.repository} ({p.what})" for p in programs.values())
+        raise ImagePullError(f'image "{image}" cannot run on this process node, which runs only these images: '
+                             f"{listing}. Use one of them, or submit the job to a real cluster")
+    if program.binary is not None and not os.access(program.binary, os.X_OK):
+        raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
+                             f"`python -m generator cluster build`")
+    return program

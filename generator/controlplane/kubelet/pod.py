@@ -1,0 +1,437 @@
+"""One pod on the process node, from its binding to its deletion: volumes, init containers in
+order, then its containers, restarts by restartPolicy with the kubelet's back-off, probes, and
+the pod's status written back to the API server after every change."""
+from __future__ import annotations
+
+import datetime
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.controlplane.kubelet import images, runtime
+from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
+from generator.controlplane.kubelet.volumes import MountError, Volumes
+from generator.local.process import Process
+
+BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0  # the kubelet's crash-loop back-off
+REFRESH_SECONDS = 2.0  # Secret, ConfigMap and token volumes follow the API this often
+DEFAULT_GRACE = 30
+SHUTDOWN_GRACE = 5.0  # each container's grace when the node itself stops
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Probe:
+    spec: dict
+    due: float = 0.0
+    successes: int = 0
+    failures: int = 0
+    ok: bool = False
+
+
+@dataclass
+class Container:
+    spec: dict
+    init: bool
+    restarts: int = 0
+    proc: Process | None = None
+    state: dict = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
+    last: dict = field(default_factory=dict)
+    next_start: float = 0.0
+    delay: float = 0.0
+    done: bool = False  # exited and will not start again
+    image_ok: bool = False
+    readiness: Probe | None = None
+    liveness: Probe | None = None
+    killed_for: str = ""
+    log: object = None
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and "running" in self.state
+
+    @property
+    def ready(self) -> bool:
+        return self.running and (self.readiness is None or self.readiness.ok)
+
+    def status(self) -> dict:
+        out = {"name": self.name, "image": self.spec.get("image", ""), "imageID": "", "ready": self.ready,
+               "restartCount": self.restarts, "state": self.state, "lastState": self.last,
+               "started": self.running}
+        if self.image_ok:
+            out["imageID"] = f"process://{images.repository(self.spec.get('image', ''))}"
+        if self.proc is not None:
+            out["containerID"] = f"process://{self.proc.pid}"
+        return out
+
+
+class PodWorker(threading.Thread):
+    """Runs one pod. `update()` hands it each newer copy of the pod from the watch."""
+
+    def __init__(self, kubelet, pod: dict):
+        meta = pod["metadata"]
+        super().__init__(name=f"pod-{meta['namespace']}-{meta['name']}", daemon=True)
+        self.kubelet, self.pod = kubelet, pod
+        self.uid, self.namespace, self.pod_name = meta["uid"], meta["namespace"], meta["name"]
+        self.folder: Path = kubelet.root / "pods" / f"{self.namespace}_{self.pod_name}_{self.uid}"
+        self.lock = threading.Lock()
+        self.gone = False  # removed from the API without a graceful deletion
+        self.stopping = threading.Event()
+        self.volumes = Volumes(kubelet.core, pod, self.folder)
+        self.sandbox = False
+        self.pod_ip = ""
+        self.started_at = now()
+        self.phase = "Pending"
+        self.reason = ""
+        self.init = [Container(c, True) for c in pod["spec"].get("initContainers") or []]
+        self.main = [Container(c, False) for c in pod["spec"]["containers"]]
+        for c in self.main:
+            c.readiness = Probe(c.spec["readinessProbe"]) if c.spec.get("readinessProbe") else None
+            c.liveness = Probe(c.spec["livenessProbe"]) if c.spec.get("livenessProbe") else None
+        self.conditions: dict[str, dict] = {}
+        self.reported: dict | None = None
+        self.refreshed = 0.0
+        self.finished = threading.Event()
+
+    # --- from the watch ------------------------------------------------------------------
+    def update(self, pod: dict) -> None:
+        with self.lock:
+            self.pod = pod
+            self.volumes.pod = pod
+
+    def containers(self) -> list[Container]:
+        return [*self.init, *self.main]
+
+    def find(self, name: str) -> Container | None:
+        return next((c for c in self.containers() if c.name == name), None)
+
+    def log_path(self, container: Container | str, restart: int) -> Path:
+        name = container if isinstance(container, str) else container.name
+        return self.folder / "logs" / name / f"{restart}.log"
+
+    def writing(self, c: Container, path: Path) -> bool:
+        """Whether `path` is the log of a run of `c` that still goes on."""
+        return c.running and self.log_path(c, c.restarts) == path
+
+    @property
+    def restart_policy(self) -> str:
+        return self.pod["spec"].get("restartPolicy") or "Always"
+
+    # --- the loop --------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                with self.lock:
+                    pod = self.pod
+                if self.gone or pod["metadata"].get("deletionTimestamp"):
+                    self._terminate(pod)
+                    return
+                try:
+                    self._step()
+                except Exception as exc:  # the API server restarting: the next step tries again
+                    self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: {exc!r}")
+                self._report()
+                self.stopping.wait(0.2)
+        finally:
+            self._kill_all(SHUTDOWN_GRACE)
+            self.finished.set()
+
+    def _step(self) -> None:
+        if not self.sandbox:
+            try:
+                self.volumes.setup()
+            except (MountError, ConfigError) as exc:
+                self.kubelet.event(self.pod, "Warning", "FailedMount", f"MountVolume.SetUp failed: {exc}")
+                self.stopping.wait(2)
+                return
+            self.sandbox, self.pod_ip, self.refreshed = True, self.kubelet.node_ip, time.monotonic()
+        elif time.monotonic() - self.refreshed > REFRESH_SECONDS:
+            self.volumes.refresh()
+            self.refreshed = time.monotonic()
+        if self.phase in ("Succeeded", "Failed"):
+            return
+        for c in self.init:
+            if c.done and c.state.get("terminated", {}).get("exitCode") == 0:
+                continue
+            self._drive(c)
+            return
+        for c in self.main:
+            self._drive(c)
+            if c.running:
+                self._probe(c)
+        if all(c.done for c in self.main):
+            failed = [c for c in self.main if c.state.get("terminated", {}).get("exitCode") != 0]
+            self.phase = "Failed" if failed else "Succeeded"
+        elif any(c.proc is not None for c in self.main):
+            self.phase = "Running"
+
+    def _drive(self, c: Container) -> None:
+        """Start, watch and restart one container."""
+        if c.done:
+            return
+        if c.running:
+            code = c.proc.poll()
+            if code is None:
+                return
+            self._exited(c, code)
+        if c.done or time.monotonic() < c.next_start:
+            return
+        self._start(c)
+
+    def _exited(self, c: Container, code: int) -> None:
+        c.proc.reap()
+        if c.log:
+            c.log.close()
+        ran = time.monotonic() - c.proc.started
+        reason = "Completed" if code == 0 else "Error"
+        c.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": c.state["running"]["startedAt"],
+                                  "finishedAt": now(), "containerID": f"process://{c.proc.pid}"}}
+        if code >= 128:
+            c.state["terminated"]["signal"] = code - 128
+        if c.killed_for:
+            c.state["terminated"]["message"] = c.killed_for
+            c.killed_for = ""
+        policy = self.restart_policy
+        restart = (code != 0 and policy != "Never") if c.init else (policy == "Always" or (policy == "OnFailure" and code != 0))
+        if c.init and code != 0 and policy == "Never":
+            self.phase, self.reason = "Failed", ""
+            for other in self.main:
+                other.done = True
+        if not restart:
+            c.done = True
+            return
+        # The first restart comes at once; each crash after it waits twice as long, up to five minutes.
+        c.delay = 0.0 if ran > BACKOFF_RESET or c.restarts == 0 else max(BACKOFF_START, min(BACKOFF_MAX, c.delay * 2 or BACKOFF_START))
+        c.next_start = time.monotonic() + c.delay
+        if c.delay:
+            c.last, c.state = c.state, {"waiting": {"reason": "CrashLoopBackOff", "message":
+                                                    f"back-off {c.delay:g}s restarting failed container={c.name} "
+                                                    f"pod={self.pod_name}_{self.namespace}({self.uid})"}}
+            self.kubelet.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
+                                                               f"{self.pod_name}_{self.namespace}({self.uid})")
+
+    def _start(self, c: Container) -> None:
+        restarting = c.proc is not None
+        try:
+            program = images.resolve(c.spec.get("image", ""))
+        except images.ImagePullError as exc:
+            first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
+            c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}
+            if first:
+                self.kubelet.event(self.pod, "Warning", "Failed", f'Failed to pull image "{c.spec.get("image")}": {exc}')
+                self.kubelet.event(self.pod, "Warning", "Failed", "Error: ErrImagePull")
+            c.next_start = time.monotonic() + BACKOFF_START
+            return
+        if not c.image_ok:
+            c.image_ok = True
+            self.kubelet.event(self.pod, "Normal", "Pulled",
+                               f'Container image "{c.spec.get("image")}" already present on machine ({program.what})')
+        try:
+            env = container_env(self.pod, c.spec, self.kubelet.base_env(program, self), Sources(self.kubelet.core, self.namespace),
+                                self.kubelet.allocatable)
+        except ConfigError as exc:
+            c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            c.next_start = time.monotonic() + REFRESH_SECONDS
+            return
+        if restarting:
+            c.restarts += 1
+            c.last = c.state if "terminated" in c.state else c.last
+        path = self.log_path(c, c.restarts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(path, "a", buffering=1, encoding="utf-8")
+
+        def line(text: str) -> None:
+            log.write(f"{stamp()} stdout F {text}\n")
+
+        try:
+            c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.kubelet.hosts_file(self),
+                                   self.folder / "workdir", self.kubelet.toolbox, line)
+        except runtime.StartError as exc:
+            log.close()
+            c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
+            self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            c.next_start = time.monotonic() + BACKOFF_START
+            return
+        c.log = log
+        c.state = {"running": {"startedAt": now()}}
+        for probe in (c.readiness, c.liveness):
+            if probe:
+                probe.due = time.monotonic() + probe.spec.get("initialDelaySeconds", 0)
+                probe.ok, probe.successes, probe.failures = False, 0, 0
+        self.kubelet.event(self.pod, "Normal", "Created", f"Created container: {c.name}")
+        self.kubelet.event(self.pod, "Normal", "Started", f"Started container {c.name}")
+
+    # --- probes ----------------------------------------------------------------------------
+    def _probe(self, c: Container) -> None:
+        for kind, probe in (("Readiness", c.readiness), ("Liveness", c.liveness)):
+            if probe is None or time.monotonic() < probe.due:
+                continue
+            probe.due = time.monotonic() + probe.spec.get("periodSeconds", 10)
+            ok, why = self._check(c, probe.spec)
+            if ok:
+                probe.successes, probe.failures = probe.successes + 1, 0
+                if probe.successes >= probe.spec.get("successThreshold", 1):
+                    probe.ok = True
+                continue
+            probe.successes, probe.failures = 0, probe.failures + 1
+            self.kubelet.event(self.pod, "Warning", "Unhealthy", f"{kind} probe failed: {why}")
+            if probe.failures >= probe.spec.get("failureThreshold", 3):
+                probe.ok = False
+                if kind == "Liveness":
+                    c.killed_for = f"Container {c.name} failed liveness probe, will be restarted"
+                    self.kubelet.event(self.pod, "Normal", "Killing", c.killed_for)
+                    c.proc.stop(self._grace())
+
+    def _check(self, c: Container, spec: dict) -> tuple[bool, str]:
+        timeout = spec.get("timeoutSeconds", 1)
+        try:
+            if "httpGet" in spec:
+                get = spec["httpGet"]
+                port = self._port(c, get["port"])
+                url = f"{get.get('scheme', 'HTTP').lower()}://127.0.0.1:{port}{get.get('path', '/')}"
+                import ssl
+
+                context = ssl._create_unverified_context()  # the kubelet does not verify probe certificates either
+                with urllib.request.urlopen(url, timeout=timeout, context=context) as answer:
+                    return 200 <= answer.status < 400, f"HTTP probe failed with statuscode: {answer.status}"
+            if "tcpSocket" in spec:
+                with socket.create_connection(("127.0.0.1", self._port(c, spec["tcpSocket"]["port"])), timeout=timeout):
+                    return True, ""
+            if "exec" in spec:
+                done = subprocess.run(spec["exec"]["command"], capture_output=True, text=True, timeout=timeout)
+                return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
+            return False, "only httpGet, tcpSocket and exec probes run on the process node"
+        except Exception as exc:
+            return False, str(exc)
+
+    @staticmethod
+    def _port(c: Container, port) -> int:
+        if isinstance(port, int) or str(port).isdigit():
+            return int(port)
+        for p in c.spec.get("ports") or []:
+            if p.get("name") == port:
+                return int(p["containerPort"])
+        raise ValueError(f'port "{port}" is not a named port of container {c.name}')
+
+    # --- stopping --------------------------------------------------------------------------
+    def _grace(self) -> float:
+        meta = self.pod["metadata"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = self.pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE)
+        return float(grace)
+
+    def _kill_all(self, grace: float) -> None:
+        """SIGTERM to every running container at once, the grace period, then SIGKILL."""
+        running = [c for c in self.containers() if c.running and c.proc.poll() is None]
+        for c in running:
+            c.proc.signal(signal.SIGTERM)
+        end = time.monotonic() + grace
+        for c in running:
+            c.proc.stop(max(0.0, end - time.monotonic()))
+        for c in self.containers():
+            if c.running:
+                self._exited_final(c)
+
+    def _exited_final(self, c: Container) -> None:
+        code = c.proc.poll()
+        if c.log:
+            c.log.close()
+        c.state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                  "startedAt": c.state["running"]["startedAt"], "finishedAt": now(),
+                                  "containerID": f"process://{c.proc.pid}"}}
+        c.done = True
+
+    def _terminate(self, pod: dict) -> None:
+        """A graceful deletion: stop the containers, report, and let the API server drop the pod."""
+        from kubernetes import client
+
+        for c in self.containers():
+            if c.running:
+                self.kubelet.event(pod, "Normal", "Killing", f"Stopping container {c.name}")
+        self._kill_all(0 if self.gone else self._grace())
+        if self.phase not in ("Succeeded", "Failed"):
+            codes = [c.state.get("terminated", {}).get("exitCode") for c in self.main]
+            self.phase = "Succeeded" if codes and all(code == 0 for code in codes) else "Failed"
+        if self.gone:
+            return
+        self._report()
+        try:
+            self.kubelet.core.delete_namespaced_pod(self.pod_name, self.namespace, grace_period_seconds=0,
+                                                    body=client.V1DeleteOptions(preconditions={"uid": self.uid}))
+        except client.ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+        self.volumes.remove()
+
+    # --- status ----------------------------------------------------------------------------
+    def _condition(self, kind: str, status: bool, reason: str = "", message: str = "") -> dict:
+        value = "True" if status else "False"
+        old = self.conditions.get(kind)
+        if old is None or old["status"] != value or old.get("reason", "") != reason:
+            old = {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": now()}
+            if reason:
+                old["reason"] = reason
+            if message:
+                old["message"] = message
+            self.conditions[kind] = old
+        return old
+
+    def status(self) -> dict:
+        initialized = all(c.done and c.state.get("terminated", {}).get("exitCode") == 0 for c in self.init)
+        waiting_init = [c.name for c in self.init if not (c.done and c.state.get("terminated", {}).get("exitCode") == 0)]
+        unready = [c.name for c in self.main if not c.ready]
+        terminal = self.phase in ("Succeeded", "Failed")
+        conditions = [
+            self._condition("PodReadyToStartContainers", self.sandbox),
+            self._condition("Initialized", initialized, "" if initialized else "ContainersNotInitialized",
+                            "" if initialized else f"containers with incomplete status: [{' '.join(waiting_init)}]"),
+            self._condition("Ready", not unready and not terminal, "PodCompleted" if terminal else
+                            ("" if not unready else "ContainersNotReady"),
+                            "" if not unready or terminal else f"containers with unready status: [{' '.join(unready)}]"),
+            self._condition("ContainersReady", not unready and not terminal, "PodCompleted" if terminal else
+                            ("" if not unready else "ContainersNotReady"),
+                            "" if not unready or terminal else f"containers with unready status: [{' '.join(unready)}]"),
+        ]
+        scheduled = [c for c in (self.pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"]
+        status = {"phase": self.phase, "conditions": scheduled + conditions, "startTime": self.started_at,
+                  "hostIP": self.kubelet.node_ip, "hostIPs": [{"ip": self.kubelet.node_ip}],
+                  "containerStatuses": [c.status() for c in self.main]}
+        if self.init:
+            status["initContainerStatuses"] = [c.status() for c in self.init]
+        if self.pod_ip:
+            status["podIP"], status["podIPs"] = self.pod_ip, [{"ip": self.pod_ip}]
+        return status
+
+    def _report(self) -> None:
+        status = self.status()
+        if status == self.reported:
+            return
+        from kubernetes import client
+
+        try:
+            self.kubelet.core.patch_namespaced_pod_status(self.pod_name, self.namespace, {"status": status},
+                                                          _content_type="application/merge-patch+json")
+            self.reported = status
+        except client.ApiException as exc:
+            if exc.status == 404:
+                self.gone = True
+        except Exception:  # the API server restarting: the next report carries the same status
+            pass

@@ -1,0 +1,104 @@
+"""How one container starts on this machine: the image's program, the pod's resolver mounted at
+/etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (an
+image whose paths are compiled in, like the operator's) or written into the command line and env
+as folders (the trainer, exactly as `generator run` does)."""
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from generator.controlplane.kubelet import images
+from generator.controlplane.kubelet.env import expand
+from generator.local.process import Process, container_argv, map_path
+
+# Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
+# /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
+PRIVATE_ROOTS = ("/tmp", "/var/run")
+SHM = "/dev/shm"
+
+
+class StartError(Exception):
+    """The kubelet's RunContainerError: the container could not be created."""
+
+
+def _unshare() -> list[str]:
+    # Unprivileged, a user namespace allows the mounts.
+    return ["unshare", "--mount", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+
+
+def mount_script(hosts: Path, mounts: list[tuple[Path, str, bool]], binary: Path | None, argv: list[str]) -> str:
+    """A shell script that builds the container's view and execs its program. Sources pass through
+    a staging tmpfs first because a source may itself live under /tmp, which a tmpfs then hides."""
+    q = shlex.quote
+    lines = ["set -e", f"mount --bind {q(str(hosts))} /etc/hosts"]
+    if mounts or binary:
+        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
+        for i, (source, _, _) in enumerate(mounts):
+            make = f"mkdir /var/run/pod/{i}" if source.is_dir() else f": > /var/run/pod/{i}"
+            lines += [make, f"mount --bind {q(str(source))} /var/run/pod/{i}"]
+        if binary:
+            lines += [": > /var/run/pod/exe", f"mount --bind {q(str(binary))} /var/run/pod/exe"]
+            argv = ["/var/run/pod/exe", *argv[1:]]
+        if not any(target == "/tmp" for _, target, _ in mounts):
+            lines.append("mount -t tmpfs pod-tmp /tmp")
+        order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
+        for i in order:
+            source, target, read_only = mounts[i]
+            lines.append(f"mkdir -p {q(target)}" if source.is_dir() else f"touch {q(target)}")
+            lines.append(f"mount --bind /var/run/pod/{i} {q(target)}")
+            if read_only:
+                lines.append(f"mount -o remount,bind,ro {q(target)}")
+    lines.append("exec " + shlex.join(argv))
+    return "\n".join(lines)
+
+
+def command_line(program: images.Program, container: dict, env: dict[str, str]) -> list[str]:
+    """command and args as Kubernetes combines them with the image's ENTRYPOINT, $(VAR) expanded."""
+    command = container.get("command")
+    args = container.get("args") or []
+    if not command:
+        command = list(program.entrypoint)
+    return [expand(str(a), env) for a in [*command, *args]]
+
+
+def start(program: images.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hosts: Path,
+          workdir: Path, toolbox: Path, on_line: Callable[[str], None]) -> Process:
+    argv = command_line(program, container, env)
+    mounts: list[tuple[Path, str, bool]] = []
+    for mount in container.get("volumeMounts") or []:
+        source = volumes.get(mount["name"])
+        if source is None:
+            raise StartError(f'volumeMount "{mount["name"]}" names no volume of the pod')
+        if mount.get("subPath"):
+            source = source / mount["subPath"]
+            source.mkdir(parents=True, exist_ok=True)
+        mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**env}
+    binary = None
+    if program.mode == images.HOST:
+        # The trainer sees its volumes as folders named in its args and env, as under `generator run`.
+        paths = {target: source for source, target, _ in mounts if target != SHM}
+        argv = [map_path(a, paths) for a in container_argv(argv[:1], argv[1:])]
+        env = {k: map_path(v, paths) for k, v in env.items()}
+        mounts = []
+    elif program.mode == images.SHELL:
+        env["PATH"] = f"{toolbox}:{env.get('PATH', '/usr/bin:/bin')}"
+        paths = {target: source for source, target, _ in mounts}
+        argv = [map_path(a, paths) for a in argv]
+        mounts = []
+    else:
+        if argv[0] != program.entrypoint[0]:
+            raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")
+        binary = program.binary
+        for _, target, _ in mounts:
+            if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
+                raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
+                                 f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
+    wrapped = [*_unshare(), "sh", "-c", mount_script(hosts, mounts, binary, argv)]
+    try:
+        return Process(wrapped, env, on_line, cwd=workdir)
+    except OSError as exc:
+        raise StartError(f"cannot start {argv[0]}: {exc}") from exc

@@ -1,0 +1,175 @@
+"""A pod's volumes as folders. emptyDir is a folder of the pod's own; a PersistentVolumeClaim is
+its bound volume's folder; Secret, ConfigMap, downward-API and projected volumes (the
+service-account token among them) are files written from the API and kept current."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import time
+from pathlib import Path
+
+from generator.controlplane.kubelet.env import ConfigError, field
+
+TOKEN_REFRESH = 0.8  # renew a token once 80% of its life is gone, as the kubelet does
+
+
+class MountError(Exception):
+    """Reads like the kubelet's FailedMount event."""
+
+
+def _write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
+    """Files replaced one by one with a rename, so a reader sees an old or a new file, never half of one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, (data, mode) in files.items():
+        target = folder / rel
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.chmod(mode)
+        os.replace(tmp, target)
+
+
+class Volumes:
+    def __init__(self, core, pod: dict, folder: Path):
+        self.core, self.pod, self.folder = core, pod, folder
+        self.namespace = pod["metadata"].get("namespace", "default")
+        self.paths: dict[str, Path] = {}
+        self.token_due: dict[str, float] = {}
+
+    def setup(self) -> dict[str, Path]:
+        """volume name -> folder; MountError names what is missing, and the caller tries again."""
+        for volume in self.pod["spec"].get("volumes") or []:
+            name = volume["name"]
+            if name not in self.paths:
+                self.paths[name] = self._mount(volume)
+        return self.paths
+
+    def refresh(self) -> None:
+        """Secrets, ConfigMaps and tokens change; their folders follow."""
+        for volume in self.pod["spec"].get("volumes") or []:
+            if volume["name"] in self.paths and _kind(volume) in ("secret", "configMap", "projected", "downwardAPI"):
+                try:
+                    self._files(volume, self.paths[volume["name"]])
+                except (MountError, ConfigError):
+                    pass  # keep the last good content, as the kubelet does
+
+    def _mount(self, volume: dict) -> Path:
+        kind = _kind(volume)
+        own = self.folder / "volumes" / volume["name"]
+        if kind == "emptyDir":
+            own.mkdir(parents=True, exist_ok=True)
+            return own
+        if kind == "persistentVolumeClaim":
+            return self._claim(volume["persistentVolumeClaim"]["claimName"])
+        if kind == "hostPath":
+            path = Path(volume["hostPath"]["path"])
+            if volume["hostPath"].get("type") in ("DirectoryOrCreate",):
+                path.mkdir(parents=True, exist_ok=True)
+            if not path.exists():
+                raise MountError(f'hostPath "{path}" does not exist on this machine')
+            return path
+        if kind in ("secret", "configMap", "projected", "downwardAPI"):
+            self._files(volume, own)
+            return own
+        raise MountError(f'volume "{volume["name"]}": {kind} volumes are not supported by the process node; '
+                         "use emptyDir, persistentVolumeClaim, hostPath, secret, configMap, downwardAPI or projected")
+
+    def _claim(self, claim: str) -> Path:
+        from kubernetes import client
+
+        try:
+            pvc = self.core.read_namespaced_persistent_volume_claim(claim, self.namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                raise MountError(f'persistentvolumeclaim "{claim}" not found') from None
+            raise
+        if pvc.status.phase != "Bound" or not pvc.spec.volume_name:
+            raise MountError(f'persistentvolumeclaim "{claim}" is not bound yet ({pvc.status.phase})')
+        pv = self.core.read_persistent_volume(pvc.spec.volume_name)
+        source = pv.spec.host_path or pv.spec.local
+        if source is None:
+            raise MountError(f'persistentvolume "{pv.metadata.name}" is not a folder on this machine')
+        path = Path(source.path)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # --- keyed volumes ---------------------------------------------------------------------
+    def _files(self, volume: dict, folder: Path) -> None:
+        kind = _kind(volume)
+        spec = volume[kind]
+        default_mode = spec.get("defaultMode", 0o644)
+        files: dict[str, tuple[bytes, int]] = {}
+        if kind == "projected":
+            for source in spec.get("sources") or []:
+                files.update(self._source(volume["name"], source, default_mode))
+        else:
+            files.update(self._source(volume["name"], {kind: spec}, default_mode))
+        _write(folder, files)
+
+    def _source(self, volume: str, source: dict, default_mode: int) -> dict[str, tuple[bytes, int]]:
+        if "serviceAccountToken" in source:
+            return self._token(volume, source["serviceAccountToken"], default_mode)
+        if "downwardAPI" in source:
+            items = source["downwardAPI"].get("items") or []
+            return {i["path"]: (field(self.pod, i["fieldRef"]["fieldPath"]).encode(), i.get("mode", default_mode))
+                    for i in items if "fieldRef" in i}
+        kind = "secret" if "secret" in source else "configMap"
+        spec = source[kind]
+        name = spec.get("secretName") or spec.get("name")
+        data = self._data(kind, name)
+        if data is None:
+            if spec.get("optional"):
+                return {}
+            raise MountError(f'{kind.lower()} "{name}" not found')
+        items = spec.get("items")
+        if not items:
+            return {k: (v, default_mode) for k, v in data.items()}
+        out = {}
+        for item in items:
+            if item["key"] not in data:
+                if spec.get("optional"):
+                    continue
+                raise MountError(f"{kind} {self.namespace}/{name} has no key {item['key']}")
+            out[item["path"]] = (data[item["key"]], item.get("mode", default_mode))
+        return out
+
+    def _data(self, kind: str, name: str) -> dict[str, bytes] | None:
+        from kubernetes import client
+
+        try:
+            if kind == "secret":
+                obj = self.core.read_namespaced_secret(name, self.namespace)
+                return {k: base64.b64decode(v) for k, v in (obj.data or {}).items()}
+            obj = self.core.read_namespaced_config_map(name, self.namespace)
+            return {k: v.encode() for k, v in (obj.data or {}).items()} | \
+                   {k: base64.b64decode(v) for k, v in (obj.binary_data or {}).items()}
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _token(self, volume: str, spec: dict, mode: int) -> dict[str, tuple[bytes, int]]:
+        """A TokenRequest bound to this pod: it dies with the pod, as a projected token does."""
+        key = f"{volume}/{spec['path']}"
+        if time.time() < self.token_due.get(key, 0):
+            return {}
+        meta = self.pod["metadata"]
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        request = {"spec": {"audiences": [spec["audience"]] if spec.get("audience") else [],
+                            "expirationSeconds": seconds,
+                            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}}}
+        answer = self.core.create_namespaced_service_account_token(
+            self.pod["spec"].get("serviceAccountName") or "default", self.namespace, request)
+        self.token_due[key] = time.time() + seconds * TOKEN_REFRESH
+        return {spec["path"]: (answer.status.token.encode(), mode)}
+
+    def remove(self) -> None:
+        """The pod's own folders go with it; claims and host paths stay."""
+        shutil.rmtree(self.folder / "volumes", ignore_errors=True)
+
+
+def _kind(volume: dict) -> str:
+    return next((k for k in volume if k != "name"), "emptyDir")
