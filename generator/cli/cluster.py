@@ -32,6 +32,19 @@ def _quantity(ctx, param, value):
     return value
 
 
+def _alias(ctx, param, values):
+    if not values:
+        return values
+    from generator.controlplane.kubelet import images
+
+    known = [p.repository for p in images.known().values()]
+    for value in values:
+        repo, _, target = value.partition("=")
+        if not repo or target not in known:
+            raise click.BadParameter(f"{value!r}: write REPO=KNOWN, where KNOWN is one of {', '.join(known)}")
+    return values
+
+
 @click.group("cluster")
 def command() -> None:
     """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node that runs pods as processes, and the operator."""
@@ -45,14 +58,16 @@ def command() -> None:
 @click.option("--memory", metavar="QUANTITY", callback=_quantity, help="The node's memory (default: this machine's).")
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
               help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
+@click.option("--image", "aliases", multiple=True, metavar="REPO=KNOWN", callback=_alias,
+              help="Run images of REPO as the known image KNOWN (your build or mirror of the trainer); repeatable.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, aliases, directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
     from generator.controlplane import lifecycle
 
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node={"cpu": cpu, "memory": memory, "gpus": gpus})
+                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": list(aliases)})
     from generator.controlplane import build
 
     click.echo(f"cluster ready: {state['server']}, node {state['node']} (operator in namespace "

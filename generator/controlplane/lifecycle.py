@@ -23,7 +23,8 @@ def running(layout: Layout) -> dict | None:
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: dict | None = None) -> dict:
-    """`node`: cpu, memory (quantities) and gpus (a count) of the process kubelet's Node."""
+    """`node`: cpu, memory (quantities) and gpus (a count) of the process kubelet's Node, and image:
+    REPO=KNOWN aliases of images it runs."""
     state = running(layout)
     if state:
         if state["phase"] != "ready":
@@ -44,7 +45,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
         argv += ["-f", str(Path(values_file).resolve())]
-    argv += [f"--{k}={v}" for k, v in (node or {}).items() if v]
+    node = dict(node or {})
+    argv += [f"--image={alias}" for alias in node.pop("image", None) or []]
+    argv += [f"--{k}={v}" for k, v in node.items() if v]
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})

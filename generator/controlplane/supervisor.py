@@ -165,7 +165,8 @@ class Supervisor:
 
         write_kubeconfig(self.layout.component_kubeconfig("kubelet"), server, ca.cert_path,
                          {"client-certificate": str(node_cert[0]), "client-key": str(node_cert[1])})
-        node_args = [f"--{k}={v}" for k, v in self.node.items() if v]
+        node_args = [f"--{k}={v}" for k, v in self.node.items() if v and k != "image"]
+        node_args += [f"--image={alias}" for alias in [*_operator_images(self.operator_values), *self.node.get("image", [])]]
         node = self._start("kubelet", [sys.executable, "-m", "generator.controlplane.kubelet", str(self.layout.root),
                                        f"--server={server}", f"--node-name={node_name}", *node_args],
                            {**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -191,6 +192,19 @@ class Supervisor:
         self._save(phase="stopped")
 
 
+def _operator_images(values: dict) -> list[str]:
+    """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
+    from generator.controlplane.kubelet import images
+
+    deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    aliases = [f"{images.repository(container['image'])}={images.of('operator').repository}"]
+    for arg in container.get("args") or []:
+        if arg.startswith("--pytorch-init-container-image="):
+            aliases.append(f"{images.repository(arg.split('=', 1)[1])}={images.of('init').repository}")
+    return aliases
+
+
 def _node_ready(core, name: str) -> bool:
     conditions = core.read_node_status(name).status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -214,10 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", help="the node's CPU capacity (default: this machine's)")
     parser.add_argument("--memory", help="the node's memory capacity (default: this machine's)")
     parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu the node offers, for scheduling")
+    parser.add_argument("--image", action="append", default=[], metavar="REPO=KNOWN",
+                        help="run REPO's images as the known image KNOWN; repeatable")
     args = parser.parse_args(argv)
     values = yaml.safe_load(args.values.read_text()) if args.values else {}
     supervisor = Supervisor(Layout(args.dir.resolve()), values or {},
-                            {"cpu": args.cpu, "memory": args.memory, "gpus": args.gpus})
+                            {"cpu": args.cpu, "memory": args.memory, "gpus": args.gpus, "image": args.image})
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

@@ -2,6 +2,7 @@
 operator, the real webhook. Needs Go for the first build; `make e2e` runs it."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,13 +36,22 @@ class LocalCluster:
         config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
         return client.ApiClient(configuration)
 
+    def core(self):
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api())
+
     def operator_log(self) -> str:
-        return (self.dir / "logs" / "training-operator.log").read_text(errors="replace")
+        """The operator pod's log, read as `kubectl logs` reads it: through pods/log and the kubelet."""
+        operator = json.loads((self.dir / "state.json").read_text())["operator"]
+        pods = self.core().list_namespaced_pod(operator["namespace"],
+                                               label_selector="app.kubernetes.io/component=controller").items
+        return "".join(self.core().read_namespaced_pod_log(p.metadata.name, operator["namespace"]) for p in pods)
 
 
-def start_cluster(tmp: Path, values: dict | None) -> LocalCluster:
+def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> LocalCluster:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp)]
+    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *node]
     if values is not None:
         (tmp / "operator-values.yaml").write_text(yaml.safe_dump(values))
         argv += ["-f", str(tmp / "operator-values.yaml")]
@@ -82,8 +92,14 @@ def operator_values() -> dict | None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, operator_values):
-    c = start_cluster(tmp_path_factory.mktemp("cluster"), operator_values)
+def node_options() -> list[str]:
+    """`cluster up` options for the node (--cpu, --memory, --gpus); a module overrides this."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, operator_values, node_options):
+    c = start_cluster(tmp_path_factory.mktemp("cluster"), operator_values, node_options)
     try:
         yield c
     finally:

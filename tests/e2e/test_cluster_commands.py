@@ -11,7 +11,9 @@ import yaml
 from tests.support import MANIFESTS
 
 pytestmark = pytest.mark.e2e
-VALUES = "job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n"
+# The process node runs these jobs for real: a short one, on data the trainer makes offline.
+VALUES = ("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n"
+          "args: [--dataset=digits, --epochs=1, --threads=1]\n")
 
 
 @pytest.fixture
@@ -20,8 +22,10 @@ def ns(cluster, request):
     from kubernetes import client
 
     name = "t-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
-    client.CoreV1Api(cluster.api()).create_namespace({"metadata": {"name": name}})
-    return name
+    core = client.CoreV1Api(cluster.api())
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)  # its pods stop: the next test's job may listen on the same port
 
 
 @pytest.fixture
@@ -161,9 +165,9 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
 def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
     cluster.cli("submit", values_file, "-n", ns, check=True)
     report = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)
-    assert report["namespace"] == ns and report["state"] == "Created"
+    assert report["namespace"] == ns and report["state"] in ("Created", "Running", "Succeeded")
     table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
-    assert f"PyTorchJob mnist (namespace {ns}): Created" in table and "PyTorchJobCreated" in table
+    assert f"PyTorchJob mnist (namespace {ns}): " in table and "PyTorchJobCreated" in table
 
 
 def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, values_file):

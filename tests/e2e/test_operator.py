@@ -108,7 +108,8 @@ def submitted(cluster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("job")
     values = folder / "values.yaml"
     cluster.cli("values", "--name", "e2e", "--workers", "2", "--cpu", "100m", "--memory", "128Mi",
-                "--env", "GREETING=hello", "--arg=--epochs=1", "-o", str(values), check=True)
+                "--env", "GREETING=hello", "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1",
+                "-o", str(values), check=True)
     proc = cluster.cli("submit", str(values), "-n", "default", check=True)
     assert proc.stdout == "pytorchjob e2e created\n"
     return values
@@ -156,13 +157,15 @@ def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submit
 
 
 def test_status_and_wait_show_what_the_api_server_knows(cluster, submitted):
+    waited = cluster.cli("wait", "e2e", "-n", "default", "--for", "Succeeded", "--timeout", "300")
+    assert waited.returncode == 0, waited.stderr
     status = json.loads(cluster.cli("status", "e2e", "-n", "default", "--format", "json", check=True).stdout)
-    assert status["state"] == "Created" and status["conditions"][0]["reason"] == "PyTorchJobCreated"
-    # No node runs the pods yet, so the job cannot reach Running: wait says so and exits 2.
-    waited = cluster.cli("wait", "e2e", "-n", "default", "--for", "Running", "--timeout", "3")
-    assert waited.returncode == 2 and "is still Created after 3s; timed out waiting for Running" in waited.stderr
-    again = cluster.cli("submit", str(submitted), "-n", "default", check=True)
-    assert again.stdout == "pytorchjob e2e unchanged\n"
+    assert status["state"] == "Succeeded"
+    assert [c["reason"] for c in status["conditions"]][0] == "PyTorchJobCreated"
+    again = cluster.cli("submit", str(submitted), "-n", "default")
+    assert again.returncode == 1
+    assert "PyTorchJob e2e in namespace default already finished (Succeeded)" in again.stderr
+    assert "pass --replace to delete it and submit anew" in again.stderr
 
 
 def test_delete_takes_the_pods_through_garbage_collection(cluster, submitted):

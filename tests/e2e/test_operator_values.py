@@ -51,8 +51,8 @@ def test_cluster_status_names_every_process_and_its_log(cluster):
     assert report["phase"] == "ready"
     names = {p["name"]: p for p in report["processes"]}
     assert set(names) == {"supervisor", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                          "training-operator"}
+                          "kubelet"}
     assert all(p["running"] for p in names.values())
-    assert names["training-operator"]["log"] == str(cluster.dir / "logs" / "training-operator.log")
+    assert names["kubelet"]["log"] == str(cluster.dir / "logs" / "kubelet.log")
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), check=True)
     assert again.stdout == f"export KUBECONFIG={cluster.kubeconfig}\n"  # already up: the same cluster

@@ -12,6 +12,7 @@ machine's port, so two jobs that listen on one port cannot run at once.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import signal
 import socket
 import threading
@@ -46,11 +47,13 @@ def node_name() -> str:
 
 
 class Kubelet:
-    def __init__(self, layout: Layout, server: str, resources: dict[str, str], name: str, address: str, port: int):
+    def __init__(self, layout: Layout, server: str, resources: dict[str, str], name: str, address: str, port: int,
+                 aliases: dict[str, str] | None = None):
         from kubernetes import client, config
 
         self.layout, self.server, self.name, self.node_ip, self.port = layout, server, name, address, port
         self.allocatable = resources
+        self.aliases = aliases or {}
         self.root = layout.root / "kubelet"
         self.toolbox = self.root / "toolbox"
         configuration = client.Configuration()
@@ -183,8 +186,8 @@ class Kubelet:
 
                 try:
                     self.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                                    grace_period_seconds=0,
-                                                    body=client.V1DeleteOptions(preconditions={"uid": uid}))
+                                                    body=client.V1DeleteOptions(
+                                                        grace_period_seconds=0, preconditions=client.V1Preconditions(uid=uid)))
                 except client.ApiException:
                     pass
             return
@@ -265,12 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", default=None)
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--port", type=int, default=0, help="the log server's port (default: a free one)")
+    parser.add_argument("--image", action="append", default=[], metavar="REPO=KNOWN",
+                        help="run images of REPO as the known image KNOWN stands for; repeatable")
     args = parser.parse_args(argv)
     name = args.node_name or node_name()
+    aliases = dict(item.split("=", 1) for item in args.image)
     kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(args.cpu, args.memory, args.gpus), name,
-                      network.node_ip(), args.port or network.free_port("0.0.0.0"))
+                      network.node_ip(), args.port or network.free_port("0.0.0.0"), aliases)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: kubelet.stopping.set())
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` writes every thread's stack to the kubelet's log
     runner = threading.Thread(target=kubelet.run, name="kubelet", daemon=True)
     runner.start()
     try:

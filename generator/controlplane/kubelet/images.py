@@ -21,6 +21,7 @@ SHELL = "shell"  # a shell image: this machine's sh and coreutils, with the pod'
 
 @dataclass(frozen=True)
 class Program:
+    role: str  # trainer, operator, init or shell
     repository: str
     mode: str
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
@@ -65,22 +66,29 @@ def known() -> dict[str, Program]:
     operator = operator_values["image"]["repository"]
     init = repository(operator_values["pytorchInitContainerImage"])
     programs = [
-        Program(trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
-        Program(operator, PRIVATE, ("/manager",), build.bin_dir() / "training-operator.v1",
+        Program("trainer", trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
+        Program("operator", operator, PRIVATE, ("/manager",), build.bin_dir() / "training-operator.v1",
                 what="the operator built into the cache"),
-        Program(init, SHELL, ("sh",), what="this machine's sh"),
-        Program("busybox", SHELL, ("sh",), what="this machine's sh"),
+        Program("init", init, SHELL, ("sh",), what="this machine's sh"),
+        Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),
     ]
     return {p.repository: p for p in programs}
 
 
-def resolve(image: str) -> Program:
+def of(role: str) -> Program:
+    return next(p for p in known().values() if p.role == role)
+
+
+def resolve(image: str, aliases: dict[str, str] | None = None) -> Program:
+    """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the trainer)."""
     programs = known()
-    program = programs.get(repository(image))
+    name = repository(image)
+    program = programs.get((aliases or {}).get(name, name))
     if program is None:
         listing = "; ".join(f"{p.repository} ({p.what})" for p in programs.values())
         raise ImagePullError(f'image "{image}" cannot run on this process node, which runs only these images: '
-                             f"{listing}. Use one of them, or submit the job to a real cluster")
+                             f"{listing}. Use one of them, give `cluster up --image {name}=<one of them>` if it is "
+                             "a copy of one, or submit the job to a real cluster")
     if program.binary is not None and not os.access(program.binary, os.X_OK):
         raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
                              f"`python -m generator cluster build`")

@@ -140,7 +140,10 @@ class PodWorker(threading.Thread):
                 with self.lock:
                     pod = self.pod
                 if self.gone or pod["metadata"].get("deletionTimestamp"):
-                    self._terminate(pod)
+                    try:
+                        self._terminate(pod)
+                    except Exception as exc:  # the watch hands the deletion over again after a relist
+                        self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: deletion failed: {exc!r}")
                     return
                 try:
                     self._step()
@@ -229,7 +232,7 @@ class PodWorker(threading.Thread):
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
-            program = images.resolve(c.spec.get("image", ""))
+            program = images.resolve(c.spec.get("image", ""), self.kubelet.aliases)
         except images.ImagePullError as exc:
             first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
             c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}
@@ -374,8 +377,8 @@ class PodWorker(threading.Thread):
             return
         self._report()
         try:
-            self.kubelet.core.delete_namespaced_pod(self.pod_name, self.namespace, grace_period_seconds=0,
-                                                    body=client.V1DeleteOptions(preconditions={"uid": self.uid}))
+            self.kubelet.core.delete_namespaced_pod(self.pod_name, self.namespace, body=client.V1DeleteOptions(
+                grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)))
         except client.ApiException as exc:
             if exc.status not in (404, 409):
                 raise
