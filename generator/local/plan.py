@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.errors import Finding, UserError
-from generator.local.process import container_argv, map_path
+from generator.local.process import container_argv, map_path, own_output
 
 MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
 SHM = "/dev/shm"
@@ -125,12 +125,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
                 notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
             command = container.get("command") or []
             argv = [map_path(a, mounts) for a in container_argv(command, container.get("args") or [])]
-            output = env.get("OUTPUT_DIR")
-            if (not command and output is None) or (output and output.startswith("/") and
-                                                     not any(output.startswith(str(f)) for f in mounts.values())):
-                # A path on the container's own disk (the trainer's default /opt/pytorch/output, or
-                # OUTPUT_DIR where this pod has no volume): a folder of this pod's own.
-                env["OUTPUT_DIR"] = str(run_dir / "pods" / replica / "output")
+            own_output(env, command, list(mounts.values()), run_dir / "pods" / replica / "output")
             env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
             replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))
             rank += 1

@@ -43,6 +43,16 @@ def map_path(value: str, mounts: dict[str, Path]) -> str:
     return value
 
 
+def own_output(env: dict[str, str], command: list[str] | None, folders: list[Path], own: Path) -> None:
+    """The trainer writes to OUTPUT_DIR. Where that is a path on the container's own disk (the
+    image's default /opt/pytorch/output, or OUTPUT_DIR where the pod has no volume), it becomes a
+    folder of the pod's own: never a path of this machine outside the run."""
+    output = env.get("OUTPUT_DIR")
+    if (not command and output is None) or (output and output.startswith("/") and
+                                             not any(output.startswith(str(f)) for f in folders)):
+        env["OUTPUT_DIR"] = str(own)
+
+
 def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 

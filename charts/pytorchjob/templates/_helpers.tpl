@@ -93,12 +93,14 @@ longest suffix within a 63-character DNS label.
 {{- end -}}
 {{- end -}}
 
-{{/* The container command; torchrun when the launcher asks for it and the user gave none. */}}
+{{/* The container command; torchrun when the launcher asks for it and the user gave none.
+An elastic job needs torchrun: only its agent joins the rendezvous again when Workers scale. */}}
 {{- define "pytorchjob.command" -}}
 {{- $cmd := .Values.command -}}
 {{- if not $cmd -}}
 {{- $nproc := toString .Values.topology.nprocPerNode -}}
-{{- if or (eq .Values.launcher "torchrun") (and (eq .Values.launcher "auto") (ne $nproc "") (ne $nproc "1")) -}}
+{{- $auto := or .Values.elasticPolicy.enabled (and (ne $nproc "") (ne $nproc "1")) -}}
+{{- if or (eq .Values.launcher "torchrun") (and (eq .Values.launcher "auto") $auto) -}}
 {{- $cmd = list "torchrun" "--module" "trainer" -}}
 {{- end -}}
 {{- end -}}

@@ -76,7 +76,7 @@ class Kubelet:
         from urllib.parse import urlparse
 
         url = urlparse(self.server)
-        return {**program.env(), "HOSTNAME": worker.pod_name, "HOME": str(worker.folder / "home"),
+        return {**program.env(), "HOSTNAME": worker.hostname, "HOME": str(worker.folder / "home"),
                 # The API server listens on loopback here, not at the `kubernetes` Service's ClusterIP.
                 "KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port),
                 "KUBERNETES_SERVICE_PORT_HTTPS": str(url.port), "KUBERNETES_PORT": f"tcp://{url.hostname}:{url.port}",
@@ -98,7 +98,8 @@ class Kubelet:
     def _hosts(self, worker: PodWorker, services: list) -> str:
         with self.lock:
             started = [w.pod for w in self.workers.values() if w.pod_ip and not w.finished.is_set()]
-        lines = [self.host_hosts.rstrip("\n"), f"# Services of namespace {worker.namespace} with pods on this process node"]
+        lines = [self.host_hosts.rstrip("\n"), f"127.0.0.1\t{worker.hostname}  # this pod's own name",
+                 f"# Services of namespace {worker.namespace} with pods on this process node"]
         for svc in services:
             ns, selector = svc.metadata.namespace, svc.spec.selector
             if ns != worker.namespace or not selector:

@@ -115,6 +115,13 @@ class PodWorker(threading.Thread):
             self.pod = pod
             self.volumes.pod = pod
 
+    def known(self) -> dict:
+        """The pod with what this kubelet knows before the API server does (its IPs), for the downward API."""
+        ip = [{"ip": self.kubelet.node_ip}]
+        status = {**(self.pod.get("status") or {}), "podIP": self.pod_ip, "podIPs": ip, "hostIP": self.kubelet.node_ip,
+                  "hostIPs": ip}
+        return {**self.pod, "status": status}
+
     def containers(self) -> list[Container]:
         return [*self.init, *self.main]
 
@@ -128,6 +135,11 @@ class PodWorker(threading.Thread):
     def writing(self, c: Container, path: Path) -> bool:
         """Whether `path` is the log of a run of `c` that still goes on."""
         return c.running and self.log_path(c, c.restarts) == path
+
+    @property
+    def hostname(self) -> str:
+        """As Kubernetes names a pod's host: spec.hostname, else the pod's name cut to 63 characters."""
+        return self.pod["spec"].get("hostname") or self.pod_name[:63].rstrip("-.")
 
     @property
     def restart_policy(self) -> str:
@@ -246,7 +258,7 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Normal", "Pulled",
                                f'Container image "{c.spec.get("image")}" already present on machine ({program.what})')
         try:
-            env = container_env(self.pod, c.spec, self.kubelet.base_env(program, self), Sources(self.kubelet.core, self.namespace),
+            env = container_env(self.known(), c.spec, self.kubelet.base_env(program, self), Sources(self.kubelet.core, self.namespace),
                                 self.kubelet.allocatable)
         except ConfigError as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
@@ -264,7 +276,7 @@ class PodWorker(threading.Thread):
             log.write(f"{stamp()} stdout F {text}\n")
 
         try:
-            c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.kubelet.hosts_file(self),
+            c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
                                    self.folder / "workdir", self.kubelet.toolbox, line)
         except runtime.StartError as exc:
             log.close()

@@ -1,7 +1,7 @@
 """How one container starts on this machine: the image's program, the pod's resolver mounted at
-/etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (an
-image whose paths are compiled in, like the operator's) or written into the command line and env
-as folders (the trainer, exactly as `generator run` does)."""
+/etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (the
+operator, whose paths are compiled in, and shell images) or written into the command line and
+env as folders (the trainer, exactly as `generator run` does)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from generator.controlplane.kubelet import images
 from generator.controlplane.kubelet.env import expand
-from generator.local.process import Process, container_argv, map_path
+from generator.local.process import Process, container_argv, map_path, own_output
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
@@ -25,15 +25,23 @@ class StartError(Exception):
 
 def _unshare() -> list[str]:
     # Unprivileged, a user namespace allows the mounts.
-    return ["unshare", "--mount", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+    return ["unshare", "--mount", "--uts", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
 
 
-def mount_script(hosts: Path, mounts: list[tuple[Path, str, bool]], binary: Path | None, argv: list[str]) -> str:
-    """A shell script that builds the container's view and execs its program. Sources pass through
-    a staging tmpfs first because a source may itself live under /tmp, which a tmpfs then hides."""
+TOOLBOX = "/var/run/pod/bin"  # where a shell image finds the kubelet's nslookup
+
+
+def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
+                 toolbox: Path | None, argv: list[str]) -> str:
+    """A shell script that builds the container's view and execs its program: the pod's hostname
+    (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
+    only /etc/hosts changes; otherwise /tmp and /var/run are the container's own (fresh tmpfs) and
+    each volume is mounted at its mountPath. Sources pass through a staging tmpfs first because a
+    source may itself live under /tmp, which a tmpfs then hides."""
     q = shlex.quote
-    lines = ["set -e", f"mount --bind {q(str(hosts))} /etc/hosts"]
-    if mounts or binary:
+    lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
+    if mounts is not None:
+        mounts = list(mounts)
         lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
         for i, (source, _, _) in enumerate(mounts):
             make = f"mkdir /var/run/pod/{i}" if source.is_dir() else f": > /var/run/pod/{i}"
@@ -41,6 +49,8 @@ def mount_script(hosts: Path, mounts: list[tuple[Path, str, bool]], binary: Path
         if binary:
             lines += [": > /var/run/pod/exe", f"mount --bind {q(str(binary))} /var/run/pod/exe"]
             argv = ["/var/run/pod/exe", *argv[1:]]
+        if toolbox:
+            lines += [f"mkdir {TOOLBOX}", f"mount --bind {q(str(toolbox))} {TOOLBOX}"]
         if not any(target == "/tmp" for _, target, _ in mounts):
             lines.append("mount -t tmpfs pod-tmp /tmp")
         order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
@@ -63,8 +73,8 @@ def command_line(program: images.Program, container: dict, env: dict[str, str]) 
     return [expand(str(a), env) for a in [*command, *args]]
 
 
-def start(program: images.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hosts: Path,
-          workdir: Path, toolbox: Path, on_line: Callable[[str], None]) -> Process:
+def start(program: images.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
+          hosts: Path, workdir: Path, toolbox: Path, on_line: Callable[[str], None]) -> Process:
     argv = command_line(program, container, env)
     mounts: list[tuple[Path, str, bool]] = []
     for mount in container.get("volumeMounts") or []:
@@ -77,27 +87,27 @@ def start(program: images.Program, container: dict, env: dict[str, str], volumes
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**env}
-    binary = None
+    binary, shell = None, program.mode == images.SHELL
     if program.mode == images.HOST:
         # The trainer sees its volumes as folders named in its args and env, as under `generator run`.
         paths = {target: source for source, target, _ in mounts if target != SHM}
         argv = [map_path(a, paths) for a in container_argv(argv[:1], argv[1:])]
         env = {k: map_path(v, paths) for k, v in env.items()}
-        mounts = []
-    elif program.mode == images.SHELL:
-        env["PATH"] = f"{toolbox}:{env.get('PATH', '/usr/bin:/bin')}"
-        paths = {target: source for source, target, _ in mounts}
-        argv = [map_path(a, paths) for a in argv]
-        mounts = []
+        own_output(env, container.get("command"), list(paths.values()), workdir.parent / "output")
+        mounts = None
     else:
-        if argv[0] != program.entrypoint[0]:
+        # Mounted where the container expects them, in its own mount namespace.
+        if program.mode == images.SHELL:
+            env["PATH"] = f"{TOOLBOX}:{env.get('PATH', '/usr/bin:/bin')}"
+        elif argv[0] != program.entrypoint[0]:
             raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")
-        binary = program.binary
+        else:
+            binary = program.binary
         for _, target, _ in mounts:
             if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
                 raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                                  f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
-    wrapped = [*_unshare(), "sh", "-c", mount_script(hosts, mounts, binary, argv)]
+    wrapped = [*_unshare(), "sh", "-c", mount_script(hostname, hosts, mounts, binary, toolbox if shell else None, argv)]
     try:
         return Process(wrapped, env, on_line, cwd=workdir)
     except OSError as exc:

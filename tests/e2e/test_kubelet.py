@@ -1,0 +1,387 @@
+"""The process kubelet: the node of `generator cluster up`. Jobs go through the real API server,
+scheduler and operator, and train here as processes; what the node does is read back from the
+API server, the way kubectl would see it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane import network
+from tests.support import ROOT
+
+pytestmark = pytest.mark.e2e
+DIGITS = ["--arg=--dataset=digits", "--arg=--threads=1"]
+
+
+@pytest.fixture(scope="module")
+def node_options():
+    return ["--gpus", "1"]
+
+
+def wait_for(check, timeout: float, what: str, interval: float = 0.5):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        result = check()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def values(cluster, tmp_path: Path, name: str, *options: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    cluster.cli("values", "--name", name, "--cpu", "100m", "--memory", "256Mi", *options, "-o", str(path), check=True)
+    return path
+
+
+def pods(cluster, job: str, namespace: str = "default") -> dict:
+    items = cluster.core().list_namespaced_pod(namespace, label_selector=f"training.kubeflow.org/job-name={job}").items
+    return {p.metadata.name: p for p in items}
+
+
+def events(cluster, name: str, namespace: str = "default") -> list:
+    return cluster.core().list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+
+
+def job_state(cluster, name: str, namespace: str = "default") -> str:
+    report = json.loads(cluster.cli("status", name, "-n", namespace, "--format", "json", check=True).stdout)
+    return report["state"]
+
+
+def delete_job(cluster, name: str) -> None:
+    from kubernetes import client
+
+    cluster.cli("delete", name, "-n", "default", check=True)
+    try:
+        cluster.core().delete_namespaced_persistent_volume_claim(f"{name}-output", "default")
+    except client.ApiException as exc:
+        assert exc.status == 404
+    wait_for(lambda: not pods(cluster, name), 120, f"the pods of {name} to go")
+
+
+def output_folder(cluster, claim: str, namespace: str = "default") -> Path:
+    pvc = cluster.core().read_namespaced_persistent_volume_claim(claim, namespace)
+    return Path(cluster.core().read_persistent_volume(pvc.spec.volume_name).spec.host_path.path)
+
+
+def log_of(cluster, pod: str, container: str | None = None, namespace: str = "default", **options) -> str:
+    return cluster.core().read_namespaced_pod_log(pod, namespace, container=container, **options) or ""
+
+
+def kill(pod) -> None:
+    """SIGKILL to a container's processes, as the OOM killer or a node failure would end them."""
+    pid = int(pod.status.container_statuses[0].container_id.removeprefix("process://"))
+    os.killpg(pid, signal.SIGKILL)
+
+
+# --- the node --------------------------------------------------------------------------------
+def test_the_node_offers_this_machine_and_the_gpus_asked_for(cluster):
+    (node,) = cluster.core().list_node().items
+    memory_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal:"))
+    assert node.status.capacity["cpu"] == str(os.cpu_count())
+    assert node.status.capacity["memory"] == f"{memory_kib}Ki"
+    assert node.status.allocatable["nvidia.com/gpu"] == "1"
+    assert {(c.type, c.status) for c in node.status.conditions} >= {("Ready", "True"), ("MemoryPressure", "False")}
+    assert [(a.type, a.address) for a in node.status.addresses][0] == ("InternalIP", network.node_ip())
+    assert not node.spec.taints  # the node lifecycle controller found it healthy
+
+
+def test_the_heartbeat_lease_is_renewed(cluster):
+    from kubernetes import client
+
+    leases = client.CoordinationV1Api(cluster.api())
+    (node,) = cluster.core().list_node().items
+    first = leases.read_namespaced_lease(node.metadata.name, "kube-node-lease").spec.renew_time
+    wait_for(lambda: leases.read_namespaced_lease(node.metadata.name, "kube-node-lease").spec.renew_time > first, 30,
+             "the node's Lease to be renewed")
+
+
+def test_the_operator_runs_as_a_pod_of_the_node(cluster):
+    operator = json.loads((cluster.dir / "state.json").read_text())["operator"]
+    (pod,) = cluster.core().list_namespaced_pod(operator["namespace"], label_selector="app.kubernetes.io/component=controller").items
+    assert pod.status.phase == "Running" and pod.status.pod_ip == network.node_ip()
+    assert {(c.type, c.status) for c in pod.status.conditions} >= {("Ready", "True"), ("PodScheduled", "True")}
+    # Its webhook is served through the endpoints the EndpointSlice controller wrote for the Ready pod.
+    from kubernetes import client
+
+    slices = client.DiscoveryV1Api(cluster.api()).list_namespaced_endpoint_slice(operator["namespace"]).items
+    webhook = next(s for s in slices if any(p.port == 9443 for p in s.ports))
+    assert webhook.metadata.labels["endpointslice.kubernetes.io/managed-by"] == "endpointslice-controller.k8s.io"
+    assert [e.target_ref.name for e in webhook.endpoints] == [pod.metadata.name]
+
+
+# --- the demo job ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def demo(cluster, tmp_path_factory):
+    path = values(cluster, tmp_path_factory.mktemp("demo"), "demo", "--workers", "2", "--output-size", "1Gi",
+                  *DIGITS, "--arg=--epochs=4")
+    proc = cluster.cli("submit", str(path), "-n", "default", "--wait", "--timeout", "600", timeout=700)
+    yield proc
+    delete_job(cluster, "demo")
+
+
+def test_the_demo_job_trains_and_succeeds_through_the_real_operator(cluster, demo):
+    assert demo.returncode == 0, demo.stderr
+    assert "pytorchjob demo succeeded" in demo.stdout + demo.stderr
+    folder = output_folder(cluster, "demo-output")
+    assert folder.is_relative_to(cluster.dir)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["world_size"] == 3 and metrics["final_accuracy"] >= 0.85
+    assert (folder / "mnist_cnn.pt").stat().st_size > 0
+    for name, pod in pods(cluster, "demo").items():
+        assert pod.status.phase == "Succeeded", name
+        assert pod.status.pod_ip == network.node_ip()
+        (state,) = [c.state.terminated for c in pod.status.container_statuses]
+        assert (state.exit_code, state.reason) == (0, "Completed")
+
+
+def test_the_operators_init_containers_wait_for_the_master_and_pass(cluster, demo):
+    workers = {n: p for n, p in pods(cluster, "demo").items() if "worker" in n}
+    assert len(workers) == 2
+    for name, pod in workers.items():
+        (init,) = pod.status.init_container_statuses
+        assert (init.name, init.state.terminated.exit_code, init.state.terminated.reason) == ("init-pytorch", 0, "Completed")
+        assert "Name:      demo-master-0\nAddress:   127.0.0.1" in log_of(cluster, name, "init-pytorch")
+
+
+def test_generator_logs_reads_the_job_through_the_kubelet(cluster, demo):
+    proc = cluster.cli("logs", "demo", "-n", "default", "--replica", "master-0", check=True)
+    assert "epoch 4/4: test accuracy" in proc.stdout
+    tail = log_of(cluster, "demo-master-0", "pytorch", tail_lines=1, timestamps=True)
+    stamp, _, line = tail.partition(" ")
+    assert stamp.startswith("20") and stamp.endswith("Z") and line.startswith("wrote ")
+
+
+# --- a job followed while it runs ------------------------------------------------------------
+def test_status_logs_follow_and_wait_on_a_running_job(cluster, tmp_path):
+    path = values(cluster, tmp_path, "follow", "--workers", "1", *DIGITS, "--arg=--epochs=40")
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    try:
+        follower = subprocess.Popen([sys.executable, "-m", "generator", "logs", "follow", "-n", "default", "--follow"],
+                                    env=cluster.env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running = cluster.cli("wait", "follow", "-n", "default", "--for", "Running", "--timeout", "120")
+        assert running.returncode == 0, running.stderr
+        assert job_state(cluster, "follow") in ("Running", "Succeeded")
+        done = cluster.cli("wait", "follow", "-n", "default", "--for", "Succeeded", "--timeout", "300", timeout=400)
+        assert done.returncode == 0, done.stderr
+        out, err = follower.communicate(timeout=120)  # --follow ends when the job's containers do
+        assert follower.returncode == 0, err
+        assert "master-0 | epoch 40/40: test accuracy" in out
+        assert out.index("epoch 1/40") < out.index("epoch 40/40")
+    finally:
+        delete_job(cluster, "follow")
+
+
+# --- failures ----------------------------------------------------------------------------------
+def _run_locally_and_kill_worker(path: Path, env: dict, run_dir: Path) -> tuple[int, str]:
+    """`generator run` of the same job, with Worker 0 killed by SIGKILL once it trains."""
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", str(path), "--run-dir", str(run_dir)], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    killed = False
+    for line in proc.stdout:
+        lines.append(line)
+        if not killed and line.startswith("master-0") and "epoch 1 step" in line:
+            worker = _local_replica(proc.pid, "1")
+            os.killpg(worker, signal.SIGKILL)
+            killed = True
+    assert killed, "".join(lines)
+    return proc.wait(timeout=60), "".join(lines)
+
+
+def _local_replica(parent: int, rank: str) -> int:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    raise AssertionError(f"no replica of rank {rank} under pid {parent}")
+
+
+@pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
+def test_a_killed_worker_ends_as_generator_run_ends_it(cluster, tmp_path, policy):
+    name = f"kill-{policy.lower()}"
+    path = values(cluster, tmp_path, name, "--workers", "1", "--restart-policy", policy, "--output-size", "1Gi",
+                  *DIGITS, "--arg=--epochs=30")
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    try:
+        wait_for(lambda: "epoch 1 step" in _safe_log(cluster, f"{name}-master-0"), 180, "the master to train")
+        kill(pods(cluster, name)[f"{name}-worker-0"])
+        outcome = wait_for(lambda: job_state(cluster, name) in ("Succeeded", "Failed") and job_state(cluster, name),
+                           400, f"{name} to finish")
+        worker = pods(cluster, name).get(f"{name}-worker-0")
+    finally:
+        delete_job(cluster, name)
+    code, local = _run_locally_and_kill_worker(path, {**cluster.env, "PYTHONPATH": str(ROOT)}, tmp_path / "run")
+    assert ("Succeeded" if code == 0 else "Failed") == outcome, local
+    if policy == "OnFailure":  # the kubelet restarted the container in its pod, as the runner restarts the process
+        assert outcome == "Succeeded" and worker.status.container_statuses[0].restart_count >= 1
+        assert "worker-0" in local and "restartPolicy OnFailure" in local
+    else:  # 137 is retryable under ExitCode, but the Master's own exit code 1 on losing its peer is not
+        assert outcome == "Failed"
+        assert "is permanent under restartPolicy ExitCode" in local
+
+
+def _previous(cluster, pod: str) -> str:
+    try:
+        return log_of(cluster, pod, "pytorch", previous=True)
+    except Exception:  # no earlier run
+        return ""
+
+
+def _safe_log(cluster, pod: str) -> str:
+    try:
+        return log_of(cluster, pod, "pytorch")
+    except Exception:
+        return ""
+
+
+def test_an_unschedulable_job_stays_pending_with_the_schedulers_event(cluster, tmp_path):
+    path = values(cluster, tmp_path, "greedy", "--workers", "1", "--gpus", "2", *DIGITS)
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    try:
+        found = wait_for(lambda: [e for e in events(cluster, "greedy-master-0") if e.reason == "FailedScheduling"], 60,
+                         "the scheduler's FailedScheduling event")
+        assert found[0].source.component == "default-scheduler" or found[0].reporting_component == "default-scheduler"
+        assert "Insufficient nvidia.com/gpu" in found[0].message
+        assert {p.status.phase for p in pods(cluster, "greedy").values()} == {"Pending"}
+        assert job_state(cluster, "greedy") == "Created"
+    finally:
+        delete_job(cluster, "greedy")
+
+
+def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
+    from kubernetes import client
+
+    path = values(cluster, tmp_path, "elastic", "--workers", "1", "--elastic", "1:3", "--nproc-per-node", "1",
+                  "--output-size", "1Gi", *DIGITS, "--arg=--epochs=150")
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    try:
+        wait_for(lambda: any("epoch 1 step" in _safe_log(cluster, p) for p in pods(cluster, "elastic")), 240,
+                 "the elastic job to train")
+        client.CustomObjectsApi(cluster.api()).patch_namespaced_custom_object(
+            "kubeflow.org", "v1", "default", "pytorchjobs", "elastic",
+            {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
+        wait_for(lambda: "elastic-worker-1" in pods(cluster, "elastic"), 60, "the operator to add worker 1")
+        done = cluster.cli("wait", "elastic", "-n", "default", "--for", "Succeeded", "--timeout", "500", timeout=600)
+        assert done.returncode == 0, done.stderr
+        metrics = json.loads((output_folder(cluster, "elastic-output") / "metrics.json").read_text())
+        # The agents saw the third node, stopped their workers at a checkpoint and met again with it
+        # (torch's rendezvous may take a container restart to settle; OnFailure allows it).
+        assert metrics["world_size"] == 3
+        assert "stopping at epoch" in log_of(cluster, "elastic-master-0", "pytorch") + _previous(cluster, "elastic-master-0")
+    finally:
+        delete_job(cluster, "elastic")
+
+
+# --- single pods -----------------------------------------------------------------------------
+def _pod(cluster, name: str, spec: dict) -> None:
+    cluster.core().create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                                     "spec": spec})
+
+
+def _gone(cluster, name: str) -> None:
+    from kubernetes import client
+
+    try:
+        cluster.core().delete_namespaced_pod(name, "default", grace_period_seconds=1)
+    except client.ApiException:
+        pass
+
+
+def test_an_unknown_image_fails_like_an_image_pull(cluster):
+    _pod(cluster, "unknown-image", {"containers": [{"name": "app", "image": "example.com/team/app:1.0"}]})
+    try:
+        state = wait_for(lambda: (cluster.core().read_namespaced_pod("unknown-image", "default").status.container_statuses
+                                  or [None])[0], 60, "a container status")
+        waiting = wait_for(lambda: cluster.core().read_namespaced_pod("unknown-image", "default")
+                           .status.container_statuses[0].state.waiting, 60, "the waiting state")
+        assert state.name == "app" and waiting.reason in ("ErrImagePull", "ImagePullBackOff")
+        assert 'image "example.com/team/app:1.0" cannot run on this process node' in waiting.message
+        assert "ghcr.io/pytorchjob-kit/trainer" in waiting.message and "cluster up --image" in waiting.message
+        failed = [e for e in events(cluster, "unknown-image") if e.reason == "Failed"]
+        assert any("Failed to pull image" in e.message for e in failed)
+    finally:
+        _gone(cluster, "unknown-image")
+
+
+def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(cluster):
+    core = cluster.core()
+    core.create_namespaced_secret("default", {"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "settings"},
+                                                  "data": {"mode": "fast", "LEVEL": "debug"}})
+    script = ('echo "A=$A B=$B C=$C"; echo "token=$TOKEN mode=$MODE level=$LEVEL"; '
+              'echo "pod=$POD ns=$NS node=$NODE ip=$IP"; echo "arg=$0"; cat /tmp/config/mode; echo; '
+              'echo hi > /var/run/scratch/file; cat /var/run/scratch/file; hostname')
+    _pod(cluster, "env-check", {"restartPolicy": "Never", "containers": [{
+        "name": "sh", "image": "busybox:1.36", "command": ["sh", "-c", script, "$(A)-arg"],
+        "env": [{"name": "A", "value": "one"}, {"name": "B", "value": "$(A)-two"}, {"name": "C", "value": "$$(A)"},
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+                {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+                {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "envFrom": [{"configMapRef": {"name": "settings"}}],
+        "volumeMounts": [{"name": "config", "mountPath": "/tmp/config"}, {"name": "scratch", "mountPath": "/var/run/scratch"}]}],
+        "volumes": [{"name": "config", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}]})
+    try:
+        wait_for(lambda: core.read_namespaced_pod("env-check", "default").status.phase == "Succeeded", 60, "env-check to end")
+        (node,) = core.list_node().items
+        assert log_of(cluster, "env-check").splitlines() == [
+            "A=one B=one-two C=$(A)", "token=s3cret mode=fast level=debug",
+            f"pod=env-check ns=default node={node.metadata.name} ip={network.node_ip()}", "arg=one-arg", "fast", "hi",
+            "env-check"]
+    finally:
+        _gone(cluster, "env-check")
+
+
+def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
+    _pod(cluster, "crasher", {"restartPolicy": "OnFailure", "containers": [{
+        "name": "sh", "image": "busybox", "command": ["sh", "-c", "echo run; exit 3"]}]})
+    try:
+        status = wait_for(lambda: (lambda s: s and s[0].restart_count >= 2 and s[0])(
+            cluster.core().read_namespaced_pod("crasher", "default").status.container_statuses), 90, "two restarts")
+        assert status.last_state.terminated.exit_code == 3 and status.last_state.terminated.reason == "Error"
+        waiting = wait_for(lambda: cluster.core().read_namespaced_pod("crasher", "default").status.container_statuses[0]
+                           .state.waiting, 30, "the back-off")
+        assert waiting.reason == "CrashLoopBackOff" and "back-off" in waiting.message
+        assert log_of(cluster, "crasher", previous=True) == "run\n"
+        assert any(e.reason == "BackOff" for e in events(cluster, "crasher"))
+    finally:
+        _gone(cluster, "crasher")
+
+
+def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluster):
+    _pod(cluster, "stubborn", {"terminationGracePeriodSeconds": 3, "containers": [{
+        "name": "sh", "image": "busybox", "command": ["sh", "-c", "trap 'echo got TERM' TERM; while :; do sleep 0.2; done"]}]})
+    wait_for(lambda: cluster.core().read_namespaced_pod("stubborn", "default").status.phase == "Running", 60, "stubborn to run")
+    pid = int(cluster.core().read_namespaced_pod("stubborn", "default").status.container_statuses[0]
+              .container_id.removeprefix("process://"))
+    started = time.monotonic()
+    cluster.core().delete_namespaced_pod("stubborn", "default")
+    from kubernetes import client
+
+    def gone() -> bool:
+        try:
+            cluster.core().read_namespaced_pod("stubborn", "default")
+            return False
+        except client.ApiException as exc:
+            return exc.status == 404
+
+    wait_for(gone, 60, "the pod to be deleted")
+    assert 3 <= time.monotonic() - started < 30  # the grace period was waited out, then SIGKILL
+    assert not Path(f"/proc/{pid}").exists()

@@ -1,0 +1,22 @@
+"""`cluster up` refuses a bad node description before it builds or starts anything."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.cli_helpers import run
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--cpu", "lots"], "Invalid value for '--cpu': 'lots' is not a positive quantity; write a Kubernetes quantity"),
+    (["--memory", "16GB"], "Invalid value for '--memory': '16GB' is not a positive quantity; write 16Gi"),
+    (["--cpu", "0"], "'0' is not a positive quantity"),
+    (["--gpus", "-1"], "Invalid value for '--gpus': -1 is not in the range x>=0."),
+    (["--image", "my/trainer"], "Invalid value for '--image': 'my/trainer': write REPO=KNOWN, where KNOWN is one of "
+                                "ghcr.io/pytorchjob-kit/trainer"),
+    (["--image", "my/trainer=my/other"], "'my/trainer=my/other': write REPO=KNOWN"),
+])
+def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
+    code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)
+    assert code == 2 and out == ""
+    assert message in " ".join(err.split()), err
+    assert not (tmp_path / "cluster").exists()  # nothing was started or written

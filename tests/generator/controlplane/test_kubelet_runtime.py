@@ -1,0 +1,88 @@
+"""Containers started as the process node starts them, for real: a private mount and UTS
+namespace with the pod's hostname, its /etc/hosts and its volumes at their mountPaths, or, for
+the trainer, volume paths written into its command line and env."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane.kubelet import images, runtime
+
+pytestmark = pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux unshare")
+
+
+def run(program, container, volumes, tmp_path, env=None) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1\tlocalhost\n127.0.0.1\tjob-master-0 job-master-0.default.svc\n")
+    toolbox = tmp_path / "toolbox"
+    toolbox.mkdir(exist_ok=True)
+    (toolbox / "hello").write_text("#!/bin/sh\necho hello from the toolbox\n")
+    (toolbox / "hello").chmod(0o755)
+    base = {"PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})}
+    proc = runtime.start(program, container, base, volumes, "job-worker-0", hosts, tmp_path / "workdir", toolbox,
+                         lines.append)
+    code = proc.wait(60)
+    proc.reader.join(5)
+    return code, lines
+
+
+def test_a_shell_container_sees_its_hostname_hosts_and_volumes_where_it_mounts_them(tmp_path):
+    config = tmp_path / "volumes" / "config"
+    config.mkdir(parents=True)
+    (config / "mode").write_text("fast")
+    scratch = tmp_path / "volumes" / "scratch"
+    scratch.mkdir()
+    marker = Path("/tmp") / f"host-only-{os.getpid()}"
+    marker.write_text("x")
+    try:
+        code, lines = run(images.of("shell"), {"name": "sh", "command": ["sh", "-c", (
+            "hostname; getent hosts job-master-0; cat /tmp/config/mode; echo; echo data > /var/run/scratch/out; "
+            f"test -e {marker} && echo host-tmp-visible || echo host-tmp-hidden; "
+            "(echo x > /tmp/config/new) 2>/dev/null && echo writable || echo read-only; hello")],
+            "volumeMounts": [{"name": "config", "mountPath": "/tmp/config", "readOnly": True},
+                             {"name": "scratch", "mountPath": "/var/run/scratch"}]},
+            {"config": config, "scratch": scratch}, tmp_path)
+    finally:
+        marker.unlink()
+    assert code == 0, lines
+    assert lines == ["job-worker-0", "127.0.0.1       job-master-0 job-master-0.default.svc", "fast", "host-tmp-hidden",
+                     "read-only", "hello from the toolbox"]
+    assert (scratch / "out").read_text() == "data\n"  # the volume is the folder
+    assert not (config / "new").exists()
+
+
+def test_the_trainer_gets_volume_paths_as_folders_and_its_own_output_folder(tmp_path):
+    data = tmp_path / "claim"
+    data.mkdir()
+    code, lines = run(images.of("trainer"), {"name": "pytorch", "command": ["python", "-c",
+                      "import os, sys; print(sys.argv[1]); print(os.environ['DATA']); print(os.environ['OUTPUT_DIR'])",
+                      "--data=/mnt/data/x"],
+                      "volumeMounts": [{"name": "claim", "mountPath": "/mnt/data"}]},
+                      {"claim": data}, tmp_path, env={"DATA": "/mnt/data", "OUTPUT_DIR": "/opt/pytorch/output"})
+    assert code == 0, lines
+    assert lines == [f"--data={data}/x", str(data), str(tmp_path / "output")]  # never /opt on this machine
+
+
+def test_a_mount_point_this_machine_cannot_make_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(runtime.StartError, match='mountPath "/nonexistent/config" is not a folder on this machine'):
+        run(images.of("shell"), {"name": "sh", "command": ["true"],
+                                 "volumeMounts": [{"name": "v", "mountPath": "/nonexistent/config"}]},
+            {"v": tmp_path}, tmp_path)
+
+
+def test_stop_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):
+    lines: list[str] = []
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    proc = runtime.start(images.of("shell"), {"name": "sh", "command": ["sh", "-c", "trap 'echo TERM' TERM; "
+                                                                        "echo up; while :; do sleep 0.1; done"]},
+                         {"PATH": "/usr/bin:/bin"}, {}, "p", hosts, tmp_path / "w", tmp_path, lines.append)
+    while not lines:
+        threading.Event().wait(0.05)
+    assert proc.stop(1.0) == 137
+    assert lines[0] == "up" and "TERM" in lines  # its trap ran: SIGTERM came first
