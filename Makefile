@@ -24,7 +24,7 @@ test: venv
 # The end-to-end suite on a real control plane; the first run builds it from Go modules.
 e2e: venv
 	$(PY) -m generator cluster build
-	$(PY) -m pytest -q -m e2e tests/e2e
+	$(PY) -m pytest -q -m e2e tests/e2e tests/charts
 
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.

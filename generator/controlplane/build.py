@@ -1,7 +1,7 @@
 """The control plane's binaries, built once from Go modules into a git-ignored cache:
 etcd (embed), kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes
-release (this folder's go/ module), kubectl of the same release for the user, and
-training-operator v1.9.4 from its own module."""
+release (this folder's go/ module), kubectl of the same release for the user,
+training-operator v1.9.4 and the helm CLI, each from its own module."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,12 @@ OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 OPERATOR_VERSION = "v1.9.4"
 OPERATOR_PACKAGE = f"{OPERATOR_MODULE}/cmd/training-operator.v1"
 OPERATOR_BINARY = "training-operator.v1"
-BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY]
+# Helm v4, the major our users install now and the engine the generator renders with (helm-python-sdk).
+HELM_MODULE = "helm.sh/helm/v4"
+HELM_VERSION = "v4.3.1"
+HELM_PACKAGE = f"{HELM_MODULE}/cmd/helm"
+HELM_BINARY = "helm"
+BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY]
 
 
 def cache_dir() -> Path:
@@ -29,24 +34,34 @@ def bin_dir() -> Path:
     return cache_dir() / "controlplane" / "bin"
 
 
-def _stamp() -> str:
-    """What the binaries were built from; a change rebuilds them."""
+def _kube_stamp() -> str:
     return "\n".join([(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text(),
-                      (GO_MODULE / "cmd" / "etcd" / "main.go").read_text(), f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"])
+                      (GO_MODULE / "cmd" / "etcd" / "main.go").read_text()])
+
+
+# Each group of binaries with what it is built from; a change rebuilds that group alone.
+GROUPS = {
+    "kubernetes": (["etcd", *KUBE_COMMANDS], _kube_stamp),
+    "operator": ([OPERATOR_BINARY], lambda: f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"),
+    "helm": ([HELM_BINARY], lambda: f"{HELM_PACKAGE}@{HELM_VERSION}"),
+}
+
+
+def _stale(group: str) -> bool:
+    names, stamp = GROUPS[group]
+    recorded = bin_dir() / f".stamp-{group}"
+    return (not recorded.exists() or recorded.read_text() != stamp()
+            or not all((bin_dir() / n).is_file() for n in names))
 
 
 def missing() -> list[str]:
-    folder = bin_dir()
-    stamp = folder / ".stamp"
-    if not stamp.exists() or stamp.read_text() != _stamp():
-        return list(BINARIES)
-    return [b for b in BINARIES if not (folder / b).is_file()]
+    return [name for group in GROUPS if _stale(group) for name in GROUPS[group][0]]
 
 
 def ensure(say=print) -> Path:
     """Build what is missing or stale; return the folder holding every binary."""
-    todo = missing()
     folder = bin_dir()
+    todo = [g for g in GROUPS if _stale(g)]
     if not todo:
         return folder
     go = shutil.which("go")
@@ -55,14 +70,18 @@ def ensure(say=print) -> Path:
                         "(https://go.dev/dl/) and run again")
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes (first time only; 10-20 minutes "
-        "on 2 cores)")
-    _go([go, "build", "-o", str(folder) + "/", "./cmd/etcd",
-         *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE, env)
-    say(f"building the operator from {OPERATOR_PACKAGE}@{OPERATOR_VERSION}")
-    _go([go, "install", f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"], folder, {**env, "GOBIN": str(folder),
-                                                                                        "GOFLAGS": ""})
-    (folder / ".stamp").write_text(_stamp())
+    if "kubernetes" in todo:
+        say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes (first time only; 10-20 minutes "
+            "on 2 cores)")
+        _go([go, "build", "-o", str(folder) + "/", "./cmd/etcd",
+             *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE, env)
+    # The operator and helm each build in their own module, with the dependencies they release with.
+    for group, package, version in (("operator", OPERATOR_PACKAGE, OPERATOR_VERSION), ("helm", HELM_PACKAGE, HELM_VERSION)):
+        if group in todo:
+            say(f"building {GROUPS[group][0][0]} from {package}@{version}")
+            _go([go, "install", f"{package}@{version}"], folder, {**env, "GOBIN": str(folder), "GOFLAGS": ""})
+    for group in todo:
+        (folder / f".stamp-{group}").write_text(GROUPS[group][1]())
     return folder
 
 

@@ -278,7 +278,10 @@ def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
         wait_for(lambda: "elastic-worker-1" in pods(cluster, "elastic"), 60, "the operator to add worker 1")
         done = cluster.cli("wait", "elastic", "-n", "default", "--for", "Succeeded", "--timeout", "500", timeout=600)
         assert done.returncode == 0, done.stderr
-        metrics = json.loads((output_folder(cluster, "elastic-output") / "metrics.json").read_text())
+        # Rank 0 may be a Worker's process, still writing when the Master's success ends the job.
+        written = output_folder(cluster, "elastic-output") / "metrics.json"
+        wait_for(written.exists, 120, "rank 0 to write metrics.json")
+        metrics = json.loads(written.read_text())
         # The agents saw the third node, stopped their workers at a checkpoint and met again with it
         # (torch's rendezvous may take a container restart to settle; OnFailure allows it).
         assert metrics["world_size"] == 3

@@ -21,7 +21,7 @@ SHELL = "shell"  # a shell image: this machine's sh and coreutils, with the pod'
 
 @dataclass(frozen=True)
 class Program:
-    role: str  # trainer, operator, init or shell
+    role: str  # trainer, operator, init, shell or test
     repository: str
     mode: str
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
@@ -65,12 +65,14 @@ def known() -> dict[str, Program]:
     trainer = job_values["image"]["repository"]
     operator = operator_values["image"]["repository"]
     init = repository(operator_values["pytorchInitContainerImage"])
+    helm_test = repository(operator_values["helmTest"]["image"])
     programs = [
         Program("trainer", trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
         Program("operator", operator, PRIVATE, ("/manager",), build.bin_dir() / "training-operator.v1",
                 what="the operator built into the cache"),
         Program("init", init, SHELL, ("sh",), what="this machine's sh"),
         Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),
+        Program("test", helm_test, SHELL, ("curl",), what="this machine's sh and curl, for `helm test`"),
     ]
     return {p.repository: p for p in programs}
 
