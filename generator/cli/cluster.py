@@ -60,18 +60,23 @@ def command() -> None:
               help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
 @click.option("--image", "aliases", multiple=True, metavar="REPO=KNOWN", callback=_alias,
               help="Run images of REPO as the known image KNOWN (your build or mirror of the trainer); repeatable.")
+@click.option("--operator/--no-operator", default=True, show_default=True,
+              help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
     from generator.controlplane import lifecycle
 
+    if values_file and not operator:
+        raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": list(aliases)})
+                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": list(aliases)}, operator=operator)
     from generator.controlplane import build
 
-    click.echo(f"cluster ready: {state['server']}, node {state['node']} (operator in namespace "
-               f"{state['operator']['namespace']}); "
+    installed = (f"operator release {state['operator']['release']} in namespace {state['operator']['namespace']}"
+                 if state.get("operator") else "no operator: helm install it")
+    click.echo(f"cluster ready: {state['server']}, node {state['node']} ({installed}); "
                f"kubectl is {build.bin_dir() / 'kubectl'}", err=True)
     click.echo(f"export KUBECONFIG={state['kubeconfig']}")
 

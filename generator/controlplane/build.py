@@ -34,9 +34,30 @@ def bin_dir() -> Path:
     return cache_dir() / "controlplane" / "bin"
 
 
+def kube_version() -> str:
+    """The k8s.io/kubernetes release go.mod requires."""
+    for line in (GO_MODULE / "go.mod").read_text().splitlines():
+        parts = line.split()  # "k8s.io/kubernetes v1.36.3" in the require block, or after "require"
+        if parts[:1] == ["require"]:
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
+            return parts[1]
+    raise RuntimeError(f"{GO_MODULE / 'go.mod'} requires no k8s.io/kubernetes")
+
+
+def _ldflags() -> str:
+    """The release stamped into the binaries, as Kubernetes' own build does: without it the API
+    server reports v0.0.0-master and Helm refuses charts with a kubeVersion constraint."""
+    version = kube_version()
+    major, minor = version.lstrip("v").split(".")[:2]
+    values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
+    return " ".join(f"-X {pkg}.{k}={v}" for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+                    for k, v in values.items())
+
+
 def _kube_stamp() -> str:
     return "\n".join([(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text(),
-                      (GO_MODULE / "cmd" / "etcd" / "main.go").read_text()])
+                      (GO_MODULE / "cmd" / "etcd" / "main.go").read_text(), _ldflags()])
 
 
 # Each group of binaries with what it is built from; a change rebuilds that group alone.
@@ -73,7 +94,7 @@ def ensure(say=print) -> Path:
     if "kubernetes" in todo:
         say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes (first time only; 10-20 minutes "
             "on 2 cores)")
-        _go([go, "build", "-o", str(folder) + "/", "./cmd/etcd",
+        _go([go, "build", "-ldflags", _ldflags(), "-o", str(folder) + "/", "./cmd/etcd",
              *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE, env)
     # The operator and helm each build in their own module, with the dependencies they release with.
     for group, package, version in (("operator", OPERATOR_PACKAGE, OPERATOR_VERSION), ("helm", HELM_PACKAGE, HELM_VERSION)):

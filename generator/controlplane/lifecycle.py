@@ -22,7 +22,8 @@ def running(layout: Layout) -> dict | None:
     return None
 
 
-def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: dict | None = None) -> dict:
+def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: dict | None = None,
+       operator: bool = True) -> dict:
     """`node`: cpu, memory (quantities) and gpus (a count) of the process kubelet's Node, and image:
     REPO=KNOWN aliases of images it runs."""
     state = running(layout)
@@ -45,6 +46,8 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
         argv += ["-f", str(Path(values_file).resolve())]
+    if not operator:
+        argv.append("--no-operator")
     node = dict(node or {})
     argv += [f"--image={alias}" for alias in node.pop("image", None) or []]
     argv += [f"--{k}={v}" for k, v in node.items() if v]

@@ -1,6 +1,6 @@
-"""charts/pytorch-operator on the local control plane, installed as `helm install` would: the
-chart rendered by the Helm engine and applied server-side. The Deployment's pod then runs on the
-process kubelet like any pod; this module only waits for it."""
+"""charts/pytorch-operator on the local control plane, installed by `helm install` as a release.
+The Deployment's pod then runs on the process kubelet like any pod; this module only waits for
+it. `apply` is server-side apply, for what the cluster itself installs (its StorageClass)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ class Installed:
     namespace: str
     deployment: str
     service_account: str
+    release: str
 
 
 def admin_client(layout: Layout):
@@ -58,23 +59,38 @@ def _established(dyn, name: str) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
 
 
+def helm_env(layout: Layout) -> dict[str, str]:
+    """The helm CLI against this cluster, its config and caches inside the cluster's folder."""
+    import os
+
+    folder = layout.root / "helm"
+    return {**os.environ, "KUBECONFIG": str(layout.kubeconfig), "HELM_CONFIG_HOME": str(folder / "config"),
+            "HELM_CACHE_HOME": str(folder / "cache"), "HELM_DATA_HOME": str(folder / "data")}
+
+
 def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> Installed:
-    from kubernetes import client
+    """`helm install` of charts/pytorch-operator as a release that `helm list`, `helm upgrade`,
+    `helm test` and `helm uninstall` see, as a user would install it on any cluster."""
+    import subprocess
+
+    import yaml
+
+    from generator.controlplane import build
 
     objects = render(values, release, namespace)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     ns = deployment["metadata"]["namespace"]
-    api = admin_client(layout)
-    core = client.CoreV1Api(api)
-    if not any(o["kind"] == "Namespace" for o in objects):  # as `helm install --create-namespace`
-        try:
-            core.create_namespace({"metadata": {"name": ns}})
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
-    apply(api, objects, ns)
+    values_file = layout.root / "operator-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    argv = [str(build.bin_dir() / build.HELM_BINARY), "install", release, str(paths.OPERATOR_CHART), "--namespace", ns,
+            "--values", str(values_file)]
+    if not any(o["kind"] == "Namespace" for o in objects):
+        argv.append("--create-namespace")
+    proc = subprocess.run(argv, env=helm_env(layout), capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"helm install {release} charts/pytorch-operator failed: {proc.stderr.strip()}")
     pod = deployment["spec"]["template"]["spec"]
-    return Installed(ns, deployment["metadata"]["name"], pod.get("serviceAccountName", "default"))
+    return Installed(ns, deployment["metadata"]["name"], pod.get("serviceAccountName", "default"), release)
 
 
 def wait_ready(layout: Layout, installed: Installed, kubelet: processes.Child, timeout: float = 300) -> None:

@@ -52,7 +52,7 @@ def write_kubeconfig(path: Path, server: str, ca: Path, user: dict) -> Path:
 
 
 class Supervisor:
-    def __init__(self, layout: Layout, operator_values: dict, node: dict):
+    def __init__(self, layout: Layout, operator_values: dict | None, node: dict):
         self.layout = layout
         self.operator_values = operator_values
         self.node = node  # cpu, memory, gpus for the kubelet
@@ -166,7 +166,8 @@ class Supervisor:
         write_kubeconfig(self.layout.component_kubeconfig("kubelet"), server, ca.cert_path,
                          {"client-certificate": str(node_cert[0]), "client-key": str(node_cert[1])})
         node_args = [f"--{k}={v}" for k, v in self.node.items() if v and k != "image"]
-        node_args += [f"--image={alias}" for alias in [*_operator_images(self.operator_values), *self.node.get("image", [])]]
+        node_args += [f"--image={alias}" for alias in [*_operator_images(self.operator_values or {}),
+                                                       *self.node.get("image", [])]]
         node = self._start("kubelet", [sys.executable, "-m", "generator.controlplane.kubelet", str(self.layout.root),
                                        f"--server={server}", f"--node-name={node_name}", *node_args],
                            {**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -178,9 +179,12 @@ class Supervisor:
         operator.apply(api, [storage.storage_class()], "default")
         storage.Provisioner(api, self.layout.root / "volumes", self.stopping).start()
 
+        self._save(node=node_name, operator=None)
+        if self.operator_values is None:  # `cluster up --no-operator`: the user installs it with helm
+            return
         installed = operator.install(self.layout, self.operator_values)
-        self._save(node=node_name, operator={"namespace": installed.namespace, "deployment": installed.deployment,
-                                             "service_account": installed.service_account})
+        self._save(operator={"namespace": installed.namespace, "deployment": installed.deployment,
+                             "service_account": installed.service_account, "release": installed.release})
         operator.wait_ready(self.layout, installed, node)
 
     def stop(self) -> None:
@@ -225,14 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m generator.controlplane.supervisor")
     parser.add_argument("dir", type=Path)
     parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
+    parser.add_argument("--no-operator", action="store_true", help="install no operator release")
     parser.add_argument("--cpu", help="the node's CPU capacity (default: this machine's)")
     parser.add_argument("--memory", help="the node's memory capacity (default: this machine's)")
     parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu the node offers, for scheduling")
     parser.add_argument("--image", action="append", default=[], metavar="REPO=KNOWN",
                         help="run REPO's images as the known image KNOWN; repeatable")
     args = parser.parse_args(argv)
-    values = yaml.safe_load(args.values.read_text()) if args.values else {}
-    supervisor = Supervisor(Layout(args.dir.resolve()), values or {},
+    values = None if args.no_operator else (yaml.safe_load(args.values.read_text()) if args.values else None) or {}
+    supervisor = Supervisor(Layout(args.dir.resolve()), values,
                             {"cpu": args.cpu, "memory": args.memory, "gpus": args.gpus, "image": args.image})
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())

@@ -263,11 +263,12 @@ def test_an_unschedulable_job_stays_pending_with_the_schedulers_event(cluster, t
         delete_job(cluster, "greedy")
 
 
+@pytest.mark.timeout(600)  # torch's rendezvous may wait out its 60 s store timeout once before it settles
 def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
     from kubernetes import client
 
     path = values(cluster, tmp_path, "elastic", "--workers", "1", "--elastic", "1:3", "--nproc-per-node", "1",
-                  "--output-size", "1Gi", *DIGITS, "--arg=--epochs=150")
+                  "--output-size", "1Gi", *DIGITS, "--arg=--epochs=100")
     cluster.cli("submit", str(path), "-n", "default", check=True)
     try:
         wait_for(lambda: any("epoch 1 step" in _safe_log(cluster, p) for p in pods(cluster, "elastic")), 240,
@@ -388,3 +389,21 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
     wait_for(gone, 60, "the pod to be deleted")
     assert 3 <= time.monotonic() - started < 30  # the grace period was waited out, then SIGKILL
     assert not Path(f"/proc/{pid}").exists()
+
+
+# --- the operator's Helm release ---------------------------------------------------------------
+def _helm(cluster, *args: str) -> subprocess.CompletedProcess:
+    from generator.controlplane import build
+
+    return subprocess.run([str(build.bin_dir() / build.HELM_BINARY), *args], env=cluster.env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_operator_is_a_helm_release_whose_helm_test_passes_on_the_node(cluster):
+    listed = json.loads(_helm(cluster, "list", "-A", "-o", "json").stdout)
+    assert [(r["name"], r["namespace"], r["status"], r["chart"]) for r in listed] == [
+        ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]
+    # The test pod (curl against the operator's metrics Service) runs through the process kubelet.
+    tested = _helm(cluster, "test", "training-operator", "-n", "kubeflow")
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "Phase:          Succeeded" in tested.stdout

@@ -20,3 +20,11 @@ def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     assert code == 2 and out == ""
     assert message in " ".join(err.split()), err
     assert not (tmp_path / "cluster").exists()  # nothing was started or written
+
+
+def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
+    values = tmp_path / "operator.yaml"
+    values.write_text("kubeApiQPS: 40\n")
+    code, _, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), "--no-operator", "-f", str(values))
+    assert code == 2 and "-f gives values for the operator release, which --no-operator leaves out" in err
+    assert not (tmp_path / "cluster").exists()
