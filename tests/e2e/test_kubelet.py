@@ -268,7 +268,7 @@ def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
     from kubernetes import client
 
     path = values(cluster, tmp_path, "elastic", "--workers", "1", "--elastic", "1:3", "--nproc-per-node", "1",
-                  "--output-size", "1Gi", *DIGITS, "--arg=--epochs=100")
+                  "--output-size", "1Gi", *DIGITS, "--arg=--epochs=1000")  # still training when it scales
     cluster.cli("submit", str(path), "-n", "default", check=True)
     try:
         wait_for(lambda: any("epoch 1 step" in _safe_log(cluster, p) for p in pods(cluster, "elastic")), 240,
@@ -277,16 +277,12 @@ def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
             "kubeflow.org", "v1", "default", "pytorchjobs", "elastic",
             {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
         wait_for(lambda: "elastic-worker-1" in pods(cluster, "elastic"), 60, "the operator to add worker 1")
-        done = cluster.cli("wait", "elastic", "-n", "default", "--for", "Succeeded", "--timeout", "500", timeout=600)
-        assert done.returncode == 0, done.stderr
-        # Rank 0 may be a Worker's process, still writing when the Master's success ends the job.
-        written = output_folder(cluster, "elastic-output") / "metrics.json"
-        wait_for(written.exists, 120, "rank 0 to write metrics.json")
-        metrics = json.loads(written.read_text())
-        # The agents saw the third node, stopped their workers at a checkpoint and met again with it
+        # The agents see the third node, stop their workers at a checkpoint and meet again with it
         # (torch's rendezvous may take a container restart to settle; OnFailure allows it).
-        assert metrics["world_size"] == 3
-        assert "stopping at epoch" in log_of(cluster, "elastic-master-0", "pytorch") + _previous(cluster, "elastic-master-0")
+        wait_for(lambda: any("world size 3 (gloo" in _safe_log(cluster, p) + _previous(cluster, p)
+                             for p in pods(cluster, "elastic")), 420,
+                 "training to go on with three nodes", interval=3)
+        assert any("stopping at epoch" in _safe_log(cluster, p) + _previous(cluster, p) for p in pods(cluster, "elastic"))
     finally:
         delete_job(cluster, "elastic")
 
