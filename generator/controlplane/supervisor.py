@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import ssl
 import sys
 import threading
@@ -22,18 +21,12 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import build, kubelet, operator, pki, processes, storage
+from generator.controlplane import build, kubelet, network, operator, pki, processes, storage
 from generator.controlplane.layout import Layout
 
 SERVICE_RANGE = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 STOP_ORDER = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, user: dict) -> Path:
@@ -105,10 +98,10 @@ class Supervisor:
         # The Node authorizer and NodeRestriction know a kubelet by this name and group.
         node_cert = ca.issue(f"kubelet-{node_name}", f"system:node:{node_name}", org="system:nodes")
 
-        etcd_port, api_port = free_port(), free_port()
+        etcd_port, api_port = network.free_port(), network.free_port()
         etcd = self._start("etcd", [str(bins / "etcd"), f"--data-dir={self.layout.etcd_data}",
                                     f"--listen-client-url=http://127.0.0.1:{etcd_port}",
-                                    f"--listen-peer-url=http://127.0.0.1:{free_port()}"])
+                                    f"--listen-peer-url=http://127.0.0.1:{network.free_port()}"])
         processes.wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2).status == 200,
                              60, "etcd to be healthy", etcd)
 
@@ -150,7 +143,7 @@ class Supervisor:
             f"--kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
             f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
             f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--bind-address=127.0.0.1", f"--secure-port={network.free_port()}",
             f"--service-account-private-key-file={sa_private}", f"--root-ca-file={ca.cert_path}",
             "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_RANGE}",
             "--leader-elect=false",
@@ -160,7 +153,7 @@ class Supervisor:
             f"--kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
             f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
             f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={network.free_port()}", "--leader-elect=false",
         ])
 
         write_kubeconfig(self.layout.component_kubeconfig("kubelet"), server, ca.cert_path,

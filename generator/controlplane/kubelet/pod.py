@@ -211,17 +211,8 @@ class PodWorker(threading.Thread):
 
     def _exited(self, c: Container, code: int) -> None:
         c.proc.reap()
-        if c.log:
-            c.log.close()
         ran = time.monotonic() - c.proc.started
-        reason = "Completed" if code == 0 else "Error"
-        c.state = {"terminated": {"exitCode": code, "reason": reason, "startedAt": c.state["running"]["startedAt"],
-                                  "finishedAt": now(), "containerID": f"process://{c.proc.pid}"}}
-        if code >= 128:
-            c.state["terminated"]["signal"] = code - 128
-        if c.killed_for:
-            c.state["terminated"]["message"] = c.killed_for
-            c.killed_for = ""
+        self._terminated(c, code)
         policy = self.restart_policy
         restart = (code != 0 and policy != "Never") if c.init else (policy == "Always" or (policy == "OnFailure" and code != 0))
         if c.init and code != 0 and policy == "Never":
@@ -363,16 +354,21 @@ class PodWorker(threading.Thread):
             c.proc.stop(max(0.0, end - time.monotonic()))
         for c in self.containers():
             if c.running:
-                self._exited_final(c)
+                self._terminated(c, c.proc.poll())
+                c.done = True
 
-    def _exited_final(self, c: Container) -> None:
-        code = c.proc.poll()
+    def _terminated(self, c: Container, code: int) -> None:
+        """The container's terminated state, as the kubelet reports an exit; its log file closed."""
         if c.log:
             c.log.close()
         c.state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                                   "startedAt": c.state["running"]["startedAt"], "finishedAt": now(),
                                   "containerID": f"process://{c.proc.pid}"}}
-        c.done = True
+        if code >= 128:
+            c.state["terminated"]["signal"] = code - 128
+        if c.killed_for:
+            c.state["terminated"]["message"] = c.killed_for
+            c.killed_for = ""
 
     def _terminate(self, pod: dict) -> None:
         """A graceful deletion: stop the containers, report, and let the API server drop the pod."""
@@ -414,16 +410,14 @@ class PodWorker(threading.Thread):
         waiting_init = [c.name for c in self.init if not (c.done and c.state.get("terminated", {}).get("exitCode") == 0)]
         unready = [c.name for c in self.main if not c.ready]
         terminal = self.phase in ("Succeeded", "Failed")
+        ready_reason = "PodCompleted" if terminal else ("ContainersNotReady" if unready else "")
+        ready_message = f"containers with unready status: [{' '.join(unready)}]" if unready and not terminal else ""
         conditions = [
             self._condition("PodReadyToStartContainers", self.sandbox),
             self._condition("Initialized", initialized, "" if initialized else "ContainersNotInitialized",
                             "" if initialized else f"containers with incomplete status: [{' '.join(waiting_init)}]"),
-            self._condition("Ready", not unready and not terminal, "PodCompleted" if terminal else
-                            ("" if not unready else "ContainersNotReady"),
-                            "" if not unready or terminal else f"containers with unready status: [{' '.join(unready)}]"),
-            self._condition("ContainersReady", not unready and not terminal, "PodCompleted" if terminal else
-                            ("" if not unready else "ContainersNotReady"),
-                            "" if not unready or terminal else f"containers with unready status: [{' '.join(unready)}]"),
+            *(self._condition(kind, not unready and not terminal, ready_reason, ready_message)
+              for kind in ("Ready", "ContainersReady")),
         ]
         scheduled = [c for c in (self.pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"]
         status = {"phase": self.phase, "conditions": scheduled + conditions, "startTime": self.started_at,
