@@ -55,6 +55,25 @@ def objects(rendered: dict[str, str]) -> list[dict]:
     return out
 
 
+def equivalent(verb: str, chart: Path, release: str, values_file: str, namespace: str) -> str:
+    """The helm command that does what the generator just did, as a user would type it here:
+    `template` for render, `upgrade --install` for submit (helm adopts what submit applied)."""
+    import shlex
+
+    try:
+        where = os.path.relpath(chart)
+    except ValueError:
+        where = str(chart)
+    where = where if not where.startswith("..") else str(chart)
+    words = ["helm", *verb.split(), release, where, "-f", values_file, "-n", namespace]
+    return shlex.join(words)
+
+
+# What makes helm adopt an object applied without it (helm 3.2 and later): the managed-by label
+# the chart already renders, and these two annotations naming the release.
+RELEASE_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+
+
 def _render_sdk(chart: Path, values: dict, release: str, namespace: str) -> dict[str, str]:
     import helm_python
 

@@ -26,5 +26,7 @@ def command(file, release, dry_run, wait_, replace, timeout, context, namespace,
     for note in done.notes:
         click.echo(note, err=True)
     click.echo(f"pytorchjob {done.name} {done.verdict}{' (dry run: nothing was persisted)' if dry_run else ''}")
+    if done.helm:
+        click.echo(f"the same with helm, which takes the release over: {done.helm}", err=True)
     if wait_ and not dry_run:
         sys.exit(follow(c, done.name, "Succeeded", timeout, progress=True))

@@ -20,12 +20,15 @@ class Submitted:
     verdict: str  # created | configured | unchanged
     dry_run: bool
     notes: list[str] = field(default_factory=list)
+    helm: str = ""  # the helm command that takes the job over, for a values file
 
 
 def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, dry_run: bool,
            replace: bool) -> Submitted:
     """Validate the job, then server-side apply the output PVC and the PyTorchJob."""
-    objects = source.load(file, release, c.namespace)
+    from generator import helm, paths
+
+    objects, chart = source.read(file, release, c.namespace)
     job = source.pytorchjob(objects)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:
@@ -35,6 +38,9 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
         c.namespace = written
     for obj in objects:
         obj.setdefault("metadata", {})["namespace"] = c.namespace
+        if chart:  # rendered from values: `helm upgrade --install` of the same release adopts them
+            annotations = obj["metadata"].setdefault("annotations", {})
+            annotations.update(zip(helm.RELEASE_ANNOTATIONS, (release, c.namespace)))
     name = job["metadata"]["name"]
     notes: list[str] = []
     existing = api.get_job(c, name)
@@ -55,7 +61,8 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     applied = api.apply_job(c, job, dry_run)
     after = applied.get("metadata", {}).get("resourceVersion")
     verdict = "created" if not existing else ("unchanged" if before == after else "configured")
-    return Submitted(name, c.namespace, verdict, dry_run, notes)
+    same = helm.equivalent("upgrade --install", paths.JOB_CHART, release, file, c.namespace) if chart else ""
+    return Submitted(name, c.namespace, verdict, dry_run, notes, same)
 
 
 def wait_gone(c: api.Cluster, name: str, seconds: float = 120) -> None:

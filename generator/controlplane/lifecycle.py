@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import build, processes
+from generator.controlplane import build, network, processes
 from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.errors import UserError
 
@@ -40,6 +40,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         from generator.job import values_io
 
         helm.render(paths.OPERATOR_CHART, values_io.load_mapping(values_file), "training-operator", "kubeflow")
+    try:
+        network.check()
+    except network.NetworkError as exc:
+        raise UserError(str(exc)) from None
     build.ensure(say)
     _leftovers(layout)
     layout.logs.mkdir(parents=True, exist_ok=True)
@@ -131,6 +135,14 @@ def down(layout: Layout, grace: float = 60) -> list[str]:
         except (ProcessLookupError, PermissionError):
             pass
         stopped.append(f"pid {stray} (left behind, killed)")
+    if state.get("pod_network"):  # the bridge and pods' namespaces of a supervisor that could not stop them
+        pods = network.PodNetwork(**state["pod_network"])
+        if pods.sandboxes() or Path(f"/sys/class/net/{pods.bridge}").exists():
+            try:
+                pods.delete()
+                stopped.append(f"pod network {pods.bridge} (left behind, removed)")
+            except network.NetworkError:
+                pass
     if state:
         state["phase"] = "stopped"
         layout.write_state(state)

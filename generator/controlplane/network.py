@@ -1,8 +1,24 @@
-"""This machine's addresses and ports, as the control plane's processes use them."""
+"""The local cluster's network: a Linux bridge whose first address is the API server's and the
+node's, a /24 of pod addresses behind it, and one network namespace per pod (the kubelet's
+sandbox), joined to the bridge by a veth pair. Pods get their own IPs and ports, as on a
+cluster, and the API server reaches webhooks and probes at those IPs."""
 from __future__ import annotations
 
+import hashlib
+import ipaddress
+import os
+import shutil
 import socket
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+POD_RANGE = ipaddress.ip_network("10.244.0.0/16")  # one /24 of it per cluster
+NETNS_DIR = Path("/run/netns")
+
+
+class NetworkError(Exception):
+    """The pod network could not be set up; the message says what to change."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -11,24 +27,127 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def node_ip() -> str:
-    """This machine's own non-loopback IPv4 address: the node's InternalIP and every pod's IP.
-    Kubernetes refuses loopback endpoints, and processes here listen on every interface."""
-    address = ""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+def _ip(*args: str, check: bool = True) -> str:
+    try:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise NetworkError("the `ip` command (iproute2) is missing; install it, e.g. `apt-get install iproute2`") from None
+    if check and done.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def check() -> None:
+    """The pod network needs root (CAP_NET_ADMIN) and iproute2; say so before anything starts."""
+    if os.geteuid() != 0:
+        raise NetworkError("the local cluster gives each pod its own network namespace, which needs root "
+                           "(CAP_NET_ADMIN); run it as root, for example in a VM or a privileged container")
+    if shutil.which("ip") is None:
+        _ip("-V")
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    bridge: str
+    cidr: str
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(self.cidr)
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: the API server listens here and it is the node's InternalIP."""
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def prefix(self) -> str:
+        """Network namespaces of this cluster's pods are named with it."""
+        return f"{self.bridge}-"
+
+    def as_dict(self) -> dict:
+        return {"bridge": self.bridge, "cidr": self.cidr}
+
+    @classmethod
+    def for_cluster(cls, root: Path) -> PodNetwork:
+        """The same bridge and subnet for the same folder, moved on from any /24 this machine
+        already routes (another cluster, a VPN)."""
+        digest = hashlib.sha256(str(root).encode()).digest()
+        bridge = "pjk" + digest[:4].hex()
+        used = []
+        for line in _ip("-4", "route", "show").splitlines():
+            words = line.split()
+            # The default route covers everything; this cluster's own bridge, left by a crash, goes anyway.
+            if words and words[0][0].isdigit() and f"dev {bridge} " not in f"{line} ":
+                used.append(ipaddress.ip_network(words[0], strict=False))
+        blocks = list(POD_RANGE.subnets(new_prefix=24))
+        for i in range(len(blocks)):
+            block = blocks[(digest[4] + i) % len(blocks)]
+            if not any(block.overlaps(u) for u in used):
+                return cls(bridge, str(block))
+        raise NetworkError(f"every /24 of {POD_RANGE} is routed on this machine already; free one")
+
+    # --- the bridge --------------------------------------------------------------------------
+    def create(self) -> None:
+        self.delete()  # a crashed cluster's bridge and sandboxes
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+
+    def delete(self) -> None:
+        for name in self.sandboxes():
+            _ip("netns", "delete", name, check=False)
+        _ip("link", "delete", self.bridge, check=False)
+
+    def sandboxes(self) -> list[str]:
         try:
-            s.connect(("10.254.254.254", 9))  # sends nothing: only picks the outgoing interface
-            address = s.getsockname()[0]
+            return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(self.prefix))
         except OSError:
-            pass
-    if not address or address.startswith("127."):
+            return []
+
+    # --- a pod's sandbox ---------------------------------------------------------------------
+    def sandbox_name(self, uid: str) -> str:
+        return self.prefix + uid
+
+    def add_sandbox(self, uid: str, address: str) -> Path:
+        """A network namespace with loopback and eth0 at `address`, routed through the bridge."""
+        name = self.sandbox_name(uid)
+        veth = "pjv" + hashlib.sha256(name.encode()).hexdigest()[:12]  # interface names stop at 15 characters
+        _ip("netns", "delete", name, check=False)
+        _ip("link", "delete", veth, check=False)
+        _ip("netns", "add", name)
         try:
-            listing = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True,
-                                     text=True).stdout
-            address = next((line.split()[3].split("/")[0] for line in listing.splitlines()), "")
-        except OSError:
-            pass
-    if not address or address.startswith("127."):
-        raise RuntimeError("this machine has no non-loopback IPv4 address, and Kubernetes refuses loopback "
-                           "endpoints; bring up a network interface (even a dummy one) and try again")
-    return address
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
+            _ip("link", "set", veth, "master", self.bridge, "up")
+            _ip("-n", name, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0")
+            _ip("-n", name, "link", "set", "eth0", "up")
+            _ip("-n", name, "link", "set", "lo", "up")
+            _ip("-n", name, "route", "add", "default", "via", self.gateway)
+        except NetworkError:
+            self.remove_sandbox(uid)
+            raise
+        return NETNS_DIR / name
+
+    def remove_sandbox(self, uid: str) -> None:
+        _ip("netns", "delete", self.sandbox_name(uid), check=False)  # its veth pair goes with it
+
+
+class Addresses:
+    """The pod IPs of a node's /24: the gateway keeps .1, pods take the rest, each freed when its
+    sandbox goes."""
+
+    def __init__(self, network: PodNetwork):
+        self.free = [str(ip) for ip in list(network.subnet.hosts())[1:]]
+        self.taken: dict[str, str] = {}
+
+    def take(self, uid: str) -> str:
+        if uid not in self.taken:
+            if not self.free:
+                raise NetworkError(f"no pod address left in {len(self.taken)} pods")
+            self.taken[uid] = self.free.pop(0)
+        return self.taken[uid]
+
+    def give_back(self, uid: str) -> None:
+        address = self.taken.pop(uid, None)
+        if address:
+            self.free.append(address)  # at the end: an address is not reused while others are free

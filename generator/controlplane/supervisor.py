@@ -1,5 +1,6 @@
-"""The process that owns a local cluster: it starts etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler on loopback, the process kubelet as the one node,
+"""The process that owns a local cluster: it makes the pod network (a bridge), starts etcd on
+loopback, kube-apiserver on the bridge's address, kube-controller-manager and kube-scheduler,
+the process kubelet as the one node,
 a default StorageClass with its provisioner, installs charts/pytorch-operator (whose pod the
 kubelet then runs), and stops everything on SIGTERM. `generator cluster up` starts it in the
 background.
@@ -52,6 +53,7 @@ class Supervisor:
         self.children: dict[str, processes.Child] = {}
         self.stopping = threading.Event()
         self.state: dict = {"phase": "starting", "pid": None, "processes": {}, "error": None}
+        self.network: network.PodNetwork | None = None
 
     # --- state -------------------------------------------------------------------------------
     def _save(self, **changes) -> None:
@@ -89,8 +91,12 @@ class Supervisor:
 
     def _bring_up(self) -> None:
         bins = build.bin_dir()
+        self.network = network.PodNetwork.for_cluster(self.layout.root)
+        self._save(pod_network=self.network.as_dict())
+        self.network.create()
+        address = self.network.gateway  # pods reach the API server here, and the host does too
         ca = pki.Authority(self.layout.pki)
-        serving = ca.issue("apiserver", "kube-apiserver", server=True)
+        serving = ca.issue(f"apiserver-{address}", "kube-apiserver", server=True, ips=[*pki.API_IPS, address])
         sa_private, sa_public = pki.service_account_key(self.layout.pki)
         admin = ca.issue("admin", "pytorchjob-kit-admin", org="system:masters")
         kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters")
@@ -105,18 +111,18 @@ class Supervisor:
         processes.wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2).status == 200,
                              60, "etcd to be healthy", etcd)
 
-        server = f"https://127.0.0.1:{api_port}"
+        server = f"https://{address}:{api_port}"
         apiserver = self._start("kube-apiserver", [
             str(bins / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", f"--secure-port={api_port}", "--advertise-address=127.0.0.1",
+            f"--bind-address={address}", f"--secure-port={api_port}", f"--advertise-address={address}",
             f"--tls-cert-file={serving[0]}", f"--tls-private-key-file={serving[1]}",
             f"--client-ca-file={ca.cert_path}",
             f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa_public}",
             f"--service-account-signing-key-file={sa_private}",
             f"--service-cluster-ip-range={SERVICE_RANGE}",
             "--authorization-mode=Node,RBAC",
-            # No kube-proxy here: the API server reaches webhooks through their endpoints, on loopback.
+            # No kube-proxy here: the API server reaches webhooks at their endpoints, the pods' own IPs.
             "--enable-aggregator-routing=true",
             "--endpoint-reconciler-type=none",
             "--allow-privileged=true",
@@ -162,7 +168,8 @@ class Supervisor:
         node_args += [f"--image={alias}" for alias in [*_operator_images(self.operator_values or {}),
                                                        *self.node.get("image", [])]]
         node = self._start("kubelet", [sys.executable, "-m", "generator.controlplane.kubelet", str(self.layout.root),
-                                       f"--server={server}", f"--node-name={node_name}", *node_args],
+                                       f"--server={server}", f"--node-name={node_name}",
+                                       f"--bridge={self.network.bridge}", f"--pod-cidr={self.network.cidr}", *node_args],
                            {**os.environ, "PYTHONUNBUFFERED": "1"})
         api = operator.admin_client(self.layout)
         from kubernetes import client
@@ -186,6 +193,8 @@ class Supervisor:
             child = self.children.get(name)
             if child is not None:
                 child.stop(grace=30 if name == "kubelet" else 10)  # the kubelet first stops every pod
+        if self.network is not None:
+            self.network.delete()
         self._save(phase="stopped")
 
 

@@ -24,18 +24,27 @@ def pick(documents: list, source: str) -> dict:
 def load(file: str, release: str, namespace: str) -> list[dict]:
     """The objects to run or apply: the manifest's documents, or what the chart renders.
     Both go through the same admission rules first."""
+    return read(file, release, namespace)[0]
+
+
+def read(file: str, release: str, namespace: str) -> tuple[list[dict], bool]:
+    """load's objects, and whether the chart rendered them from values (the file read once)."""
     documents = values_io.load_documents(file)
-    if any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents):
+    if is_manifest(documents):
         pick(documents, file)
         objects = [d for d in documents if isinstance(d, dict)]
         findings = admission.check_objects(objects)
         if findings:
             raise UserError(findings, source=file)
-        return objects
-    checked = validation.check_values(values_io.load_mapping(file), release, namespace)
+        return objects, False
+    checked = validation.check_values(values_io.mapping_of(documents, file), release, namespace)
     if checked.findings:
         raise UserError(checked.findings, source=file)
-    return checked.objects
+    return checked.objects, True
+
+
+def is_manifest(documents: list) -> bool:
+    return any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents)
 
 
 def pytorchjob(objects: list[dict]) -> dict:

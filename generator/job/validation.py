@@ -58,9 +58,9 @@ def check_file(path: str, release: str = "release") -> list[Finding]:
     from generator.job import source
 
     documents = values_io.load_documents(path)
-    if any(isinstance(d, dict) and d.get("kind") == "PyTorchJob" for d in documents):
+    if source.is_manifest(documents):
         return check_manifest(source.pick(documents, path))
-    return check_values(values_io.load_mapping(path), release).findings
+    return check_values(values_io.mapping_of(documents, path), release).findings
 
 
 _REPLICA = re.compile(r"^spec\.pytorchReplicaSpecs\.(Master|Worker)\.(.*)$")

@@ -121,8 +121,17 @@ def load_mapping(path: str, what: str = "values") -> dict:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         raise UserError([Finding("", f"is not valid YAML ({getattr(exc, 'problem', exc)} at {where})",
                                  hint="fix the YAML syntax")], source=path) from None
-    if data is None:
+    return mapping_of([] if data is None else [data], path, what)
+
+
+def mapping_of(documents: list, path: str, what: str = "values") -> dict:
+    """The one mapping of a file's documents (load_documents), so the file is read only once."""
+    if not documents:
         return {}
+    if len(documents) > 1:
+        raise UserError([Finding("", f"holds {len(documents)} YAML documents", hint=f"give one mapping of {what}")],
+                        source=path)
+    data = documents[0]
     if not isinstance(data, dict):
         raise UserError([Finding("", f"must be a YAML mapping of {what}", type(data).__name__,
                                  hint="start the file with top-level keys such as topology: or job:")], source=path)

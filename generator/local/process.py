@@ -98,12 +98,23 @@ class Process:
     def stop(self, grace: float) -> int:
         """SIGTERM, up to `grace` seconds, SIGKILL; then whatever of its group is left. The exit code."""
         self.signal(signal.SIGTERM)
+        end = time.monotonic() + grace
         code = self.wait(grace)
         if code is None:
             self.signal(signal.SIGKILL)
             code = exit_code(self.proc.wait())
+        # A shell leader dies of SIGTERM at once; the trainer it started still gets the grace period.
+        while self._group_alive() and time.monotonic() < end:
+            time.sleep(0.05)
         self.reap()
         return code
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
 
     def reap(self) -> None:
         """Stray members of an exited leader's group (a trainer's DataLoader workers, ...)."""

@@ -75,6 +75,17 @@ def log_of(cluster, pod: str, container: str | None = None, namespace: str = "de
     return cluster.core().read_namespaced_pod_log(pod, namespace, container=container, **options) or ""
 
 
+def pod_network(cluster) -> network.PodNetwork:
+    return network.PodNetwork(**json.loads((cluster.dir / "state.json").read_text())["pod_network"])
+
+
+def on_the_bridge(cluster, address: str) -> bool:
+    import ipaddress
+
+    net = pod_network(cluster)
+    return ipaddress.ip_address(address) in net.subnet and address != net.gateway
+
+
 def kill(pod) -> None:
     """SIGKILL to a container's processes, as the OOM killer or a node failure would end them."""
     pid = int(pod.status.container_statuses[0].container_id.removeprefix("process://"))
@@ -90,7 +101,9 @@ def test_the_node_offers_this_machine_and_the_gpus_asked_for(cluster):
     assert node.status.capacity["memory"] == f"{memory_kib}Ki"
     assert node.status.allocatable["nvidia.com/gpu"] == "1"
     assert {(c.type, c.status) for c in node.status.conditions} >= {("Ready", "True"), ("MemoryPressure", "False")}
-    assert [(a.type, a.address) for a in node.status.addresses][0] == ("InternalIP", network.node_ip())
+    # The node is the bridge's gateway, and its pods take their IPs from the bridge's /24.
+    assert [(a.type, a.address) for a in node.status.addresses][0] == ("InternalIP", pod_network(cluster).gateway)
+    assert node.spec.pod_cidr == pod_network(cluster).cidr
     assert not node.spec.taints  # the node lifecycle controller found it healthy
 
 
@@ -107,7 +120,7 @@ def test_the_heartbeat_lease_is_renewed(cluster):
 def test_the_operator_runs_as_a_pod_of_the_node(cluster):
     operator = json.loads((cluster.dir / "state.json").read_text())["operator"]
     (pod,) = cluster.core().list_namespaced_pod(operator["namespace"], label_selector="app.kubernetes.io/component=controller").items
-    assert pod.status.phase == "Running" and pod.status.pod_ip == network.node_ip()
+    assert pod.status.phase == "Running" and on_the_bridge(cluster, pod.status.pod_ip)
     assert {(c.type, c.status) for c in pod.status.conditions} >= {("Ready", "True"), ("PodScheduled", "True")}
     # Its webhook is served through the endpoints the EndpointSlice controller wrote for the Ready pod.
     from kubernetes import client
@@ -115,7 +128,7 @@ def test_the_operator_runs_as_a_pod_of_the_node(cluster):
     slices = client.DiscoveryV1Api(cluster.api()).list_namespaced_endpoint_slice(operator["namespace"]).items
     webhook = next(s for s in slices if any(p.port == 9443 for p in s.ports))
     assert webhook.metadata.labels["endpointslice.kubernetes.io/managed-by"] == "endpointslice-controller.k8s.io"
-    assert [e.target_ref.name for e in webhook.endpoints] == [pod.metadata.name]
+    assert [(e.target_ref.name, e.addresses) for e in webhook.endpoints] == [(pod.metadata.name, [pod.status.pod_ip])]
 
 
 # --- the demo job ----------------------------------------------------------------------------
@@ -136,20 +149,26 @@ def test_the_demo_job_trains_and_succeeds_through_the_real_operator(cluster, dem
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["world_size"] == 3 and metrics["final_accuracy"] >= 0.85
     assert (folder / "mnist_cnn.pt").stat().st_size > 0
+    ips = set()
     for name, pod in pods(cluster, "demo").items():
         assert pod.status.phase == "Succeeded", name
-        assert pod.status.pod_ip == network.node_ip()
+        assert on_the_bridge(cluster, pod.status.pod_ip), pod.status.pod_ip
+        ips.add(pod.status.pod_ip)
         (state,) = [c.state.terminated for c in pod.status.container_statuses]
         assert (state.exit_code, state.reason) == (0, "Completed")
+    assert len(ips) == 3  # each pod its own IP, all three listening on the job's port 23456 at once
 
 
 def test_the_operators_init_containers_wait_for_the_master_and_pass(cluster, demo):
-    workers = {n: p for n, p in pods(cluster, "demo").items() if "worker" in n}
+    job = pods(cluster, "demo")
+    workers = {n: p for n, p in job.items() if "worker" in n}
     assert len(workers) == 2
     for name, pod in workers.items():
         (init,) = pod.status.init_container_statuses
         assert (init.name, init.state.terminated.exit_code, init.state.terminated.reason) == ("init-pytorch", 0, "Completed")
-        assert "Name:      demo-master-0\nAddress:   127.0.0.1" in log_of(cluster, name, "init-pytorch")
+        # The Master's Service resolved to the Master pod's own IP.
+        master_ip = job["demo-master-0"].status.pod_ip
+        assert f"Name:      demo-master-0\nAddress:   {master_ip}" in log_of(cluster, name, "init-pytorch")
 
 
 def test_generator_logs_reads_the_job_through_the_kubelet(cluster, demo):
@@ -325,7 +344,7 @@ def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(clust
                                                   "data": {"mode": "fast", "LEVEL": "debug"}})
     script = ('echo "A=$A B=$B C=$C"; echo "token=$TOKEN mode=$MODE level=$LEVEL"; '
               'echo "pod=$POD ns=$NS node=$NODE ip=$IP"; echo "arg=$0"; cat /tmp/config/mode; echo; '
-              'echo hi > /var/run/scratch/file; cat /var/run/scratch/file; hostname')
+              'echo hi > /var/run/scratch/file; cat /var/run/scratch/file; hostname; hostname -i')
     _pod(cluster, "env-check", {"restartPolicy": "Never", "containers": [{
         "name": "sh", "image": "busybox:1.36", "command": ["sh", "-c", script, "$(A)-arg"],
         "env": [{"name": "A", "value": "one"}, {"name": "B", "value": "$(A)-two"}, {"name": "C", "value": "$$(A)"},
@@ -341,10 +360,12 @@ def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(clust
     try:
         wait_for(lambda: core.read_namespaced_pod("env-check", "default").status.phase == "Succeeded", 60, "env-check to end")
         (node,) = core.list_node().items
-        assert log_of(cluster, "env-check").splitlines() == [
+        ip = core.read_namespaced_pod("env-check", "default").status.pod_ip
+        assert on_the_bridge(cluster, ip)
+        assert [line.strip() for line in log_of(cluster, "env-check").splitlines()] == [
             "A=one B=one-two C=$(A)", "token=s3cret mode=fast level=debug",
-            f"pod=env-check ns=default node={node.metadata.name} ip={network.node_ip()}", "arg=one-arg", "fast", "hi",
-            "env-check"]
+            f"pod=env-check ns=default node={node.metadata.name} ip={ip}", "arg=one-arg", "fast", "hi",
+            "env-check", ip]
     finally:
         _gone(cluster, "env-check")
 

@@ -71,3 +71,31 @@ app.kubernetes.io/part-of: kubeflow-training
 {{- define "pytorch-operator.podGroupAPIGroup" -}}
 {{- if eq .Values.gangScheduling.scheduler "volcano" -}}scheduling.volcano.sh{{- else -}}scheduling.x-k8s.io{{- end -}}
 {{- end -}}
+
+{{/*
+One operator per cluster: it watches every namespace (or the one named) and owns the one
+PyTorchJob webhook and CRD, so a second release would reconcile the same jobs twice. lookup
+reads the cluster during helm install and upgrade only; helm template and the generator's
+render see an empty cluster and skip this.
+*/}}
+{{- define "pytorch-operator.oneOperator" -}}
+{{- $ns := include "pytorch-operator.namespace" . }}
+{{- range (lookup "apps/v1" "Deployment" "" "").items }}
+{{- $labels := .metadata.labels | default dict }}
+{{- $owner := get (.metadata.annotations | default dict) "meta.helm.sh/release-name" }}
+{{- if and (eq (get $labels "app.kubernetes.io/part-of") "kubeflow-training") (eq (get $labels "app.kubernetes.io/component") "controller") (or (ne $owner $.Release.Name) (ne .metadata.namespace $ns)) }}
+{{- fail (printf "the training operator already runs in this cluster: Deployment %s/%s of release %q. One operator serves the whole cluster; change that release with `helm upgrade %s charts/pytorch-operator -n %s`, or `helm uninstall` it first" .metadata.namespace .metadata.name $owner $owner .metadata.namespace) }}
+{{- end }}
+{{- end }}
+{{- if .Values.crds.install }}
+{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" "pytorchjobs.kubeflow.org" }}
+{{- if $crd }}
+{{- $annotations := $crd.metadata.annotations | default dict }}
+{{- $owner := get $annotations "meta.helm.sh/release-name" }}
+{{- $ownerNs := get $annotations "meta.helm.sh/release-namespace" }}
+{{- if and $owner (or (ne $owner .Release.Name) (ne $ownerNs .Release.Namespace)) }}
+{{- fail (printf "the CRD pytorchjobs.kubeflow.org belongs to release %q of namespace %q (kept by crds.keep when it was uninstalled). Install under that name and namespace to adopt it, or set crds.install=false to leave it as it is" $owner $ownerNs) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,13 +1,15 @@
 """The process kubelet: the node of the local control plane. It registers a Node and keeps its
 Lease fresh, runs each pod the scheduler binds to it as local processes (pod.py), answers the
-API server's pods/log (logs.py), and gives each pod a resolver: an /etc/hosts of its own in
-which the Services of its namespace whose pods run here resolve to 127.0.0.1.
+API server's pods/log (logs.py), and gives each pod a sandbox and a resolver.
 
-Pods share this machine's network, as hostNetwork pods do: a pod's IP is the node's address,
-which the EndpointSlice controller accepts (it refuses loopback addresses), and a port is the
-machine's port, so two jobs that listen on one port cannot run at once.
+The sandbox is a network namespace with the pod's own IP on the cluster's bridge, shared by its
+containers: they reach each other on localhost, listen on any port without meeting another
+pod, and the API server reaches the pod at its IP, as the EndpointSlice controller lists it. The
+resolver is an /etc/hosts of the pod's own, kept current, in which each Service names the IPs
+of the running pods it selects (there is no kube-proxy for ClusterIPs).
 
-    python -m generator.controlplane.kubelet DIR --server URL [--cpu C] [--memory M] [--gpus N]
+    python -m generator.controlplane.kubelet DIR --server URL --bridge NAME --pod-cidr CIDR
+        [--cpu C] [--memory M] [--gpus N] [--image REPO=KNOWN ...]
 """
 from __future__ import annotations
 
@@ -47,11 +49,13 @@ def node_name() -> str:
 
 
 class Kubelet:
-    def __init__(self, layout: Layout, server: str, resources: dict[str, str], name: str, address: str, port: int,
-                 aliases: dict[str, str] | None = None):
+    def __init__(self, layout: Layout, server: str, resources: dict[str, str], name: str, pods: network.PodNetwork,
+                 port: int, aliases: dict[str, str] | None = None):
         from kubernetes import client, config
 
-        self.layout, self.server, self.name, self.node_ip, self.port = layout, server, name, address, port
+        self.layout, self.server, self.name, self.port = layout, server, name, port
+        self.network, self.addresses = pods, network.Addresses(pods)
+        self.node_ip = pods.gateway
         self.allocatable = resources
         self.aliases = aliases or {}
         self.root = layout.root / "kubelet"
@@ -77,7 +81,7 @@ class Kubelet:
 
         url = urlparse(self.server)
         return {**program.env(), "HOSTNAME": worker.hostname, "HOME": str(worker.folder / "home"),
-                # The API server listens on loopback here, not at the `kubernetes` Service's ClusterIP.
+                # The API server listens on the bridge here, not at the `kubernetes` Service's ClusterIP.
                 "KUBERNETES_SERVICE_HOST": url.hostname, "KUBERNETES_SERVICE_PORT": str(url.port),
                 "KUBERNETES_SERVICE_PORT_HTTPS": str(url.port), "KUBERNETES_PORT": f"tcp://{url.hostname}:{url.port}",
                 MARKER: str(self.layout.root)}
@@ -97,17 +101,22 @@ class Kubelet:
 
     def _hosts(self, worker: PodWorker, services: list) -> str:
         with self.lock:
-            started = [w.pod for w in self.workers.values() if w.pod_ip and not w.finished.is_set()]
-        lines = [self.host_hosts.rstrip("\n"), f"127.0.0.1\t{worker.hostname}  # this pod's own name",
-                 f"# Services of namespace {worker.namespace} with pods on this process node"]
+            running = [w for w in self.workers.values() if w.pod_ip and w.sandbox and not w.finished.is_set()]
+        lines = [self.host_hosts.rstrip("\n"), f"{worker.pod_ip or '127.0.0.1'}\t{worker.hostname}  # this pod",
+                 "# Services, with the running pods each selects"]
         for svc in services:
             ns, selector = svc.metadata.namespace, svc.spec.selector
-            if ns != worker.namespace or not selector:
+            if not selector:
                 continue
-            if any(p["metadata"]["namespace"] == ns and all((p["metadata"].get("labels") or {}).get(k) == v
-                                                            for k, v in selector.items()) for p in started):
-                n = svc.metadata.name
-                lines.append(f"127.0.0.1\t{n} {n}.{ns} {n}.{ns}.svc {n}.{ns}.svc.cluster.local")
+            n = svc.metadata.name
+            names = f"{n}.{ns} {n}.{ns}.svc {n}.{ns}.svc.cluster.local"
+            if ns == worker.namespace:
+                names = f"{n} {names}"
+            # Ready pods first: a resolver answers with the first line that names the host.
+            chosen = sorted((w for w in running if w.namespace == ns and all(
+                (w.pod["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())),
+                key=lambda w: not w.ready)
+            lines += [f"{w.pod_ip}\t{names}" for w in chosen]
         return "\n".join(lines) + "\n"
 
     def _resolver(self) -> None:
@@ -238,8 +247,8 @@ class Kubelet:
         ca = pki.Authority(self.layout.pki)
         serving = ca.issue(f"kubelet-serving-{self.node_ip}", self.name, server=True, names=[self.name],
                            ips=[self.node_ip, "127.0.0.1"])
-        self.logs = logs.serve(self, "0.0.0.0", self.port, serving[0], serving[1], ca.cert_path)
-        node.register(self.core, self.name)
+        self.logs = logs.serve(self, self.node_ip, self.port, serving[0], serving[1], ca.cert_path)
+        node.register(self.core, self.name, self.network.cidr)
         node.post_status(self.core, self.name, self.node_ip, self.port, self.allocatable)
         node.renew_lease(self.coordination, self.name)
         self.log(f"node {self.name} registered at {self.node_ip}, capacity {self.allocatable}; logs on port {self.port}")
@@ -264,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m generator.controlplane.kubelet")
     parser.add_argument("dir", type=Path)
     parser.add_argument("--server", required=True)
+    parser.add_argument("--bridge", required=True, help="the cluster's bridge, whose first address is the node's")
+    parser.add_argument("--pod-cidr", required=True, help="the bridge's subnet, from which pods take their IPs")
     parser.add_argument("--node-name", default=None)
     parser.add_argument("--cpu", default=None)
     parser.add_argument("--memory", default=None)
@@ -274,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = args.node_name or node_name()
     aliases = dict(item.split("=", 1) for item in args.image)
+    pods = network.PodNetwork(args.bridge, args.pod_cidr)
     kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(args.cpu, args.memory, args.gpus), name,
-                      network.node_ip(), args.port or network.free_port("0.0.0.0"), aliases)
+                      pods, args.port or network.free_port(pods.gateway), aliases)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: kubelet.stopping.set())
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` writes every thread's stack to the kubelet's log

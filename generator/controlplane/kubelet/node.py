@@ -35,8 +35,8 @@ def capacity(cpu: str | None, memory: str | None, gpus: int) -> dict[str, str]:
     return out
 
 
-def manifest(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Node",
+def manifest(name: str, pod_cidr: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr]},
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                                   "kubernetes.io/arch": _arch(), "beta.kubernetes.io/os": "linux",
                                                   "beta.kubernetes.io/arch": _arch()},
@@ -93,11 +93,11 @@ def _os_image() -> str:
     return platform.system()
 
 
-def register(core, name: str) -> None:
+def register(core, name: str, pod_cidr: str) -> None:
     from kubernetes import client
 
     try:
-        core.create_node(manifest(name))
+        core.create_node(manifest(name, pod_cidr))
     except client.ApiException as exc:
         if exc.status != 409:
             raise

@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.controlplane import network
 from generator.controlplane.kubelet import images, runtime
 from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
 from generator.controlplane.kubelet.volumes import MountError, Volumes
@@ -94,7 +95,8 @@ class PodWorker(threading.Thread):
         self.gone = False  # removed from the API without a graceful deletion
         self.stopping = threading.Event()
         self.volumes = Volumes(kubelet.core, pod, self.folder)
-        self.sandbox = False
+        self.sandbox = False  # its network namespace exists and its volumes are set up
+        self.netns: Path | None = None
         self.pod_ip = ""
         self.started_at = now()
         self.phase = "Pending"
@@ -117,9 +119,9 @@ class PodWorker(threading.Thread):
 
     def known(self) -> dict:
         """The pod with what this kubelet knows before the API server does (its IPs), for the downward API."""
-        ip = [{"ip": self.kubelet.node_ip}]
-        status = {**(self.pod.get("status") or {}), "podIP": self.pod_ip, "podIPs": ip, "hostIP": self.kubelet.node_ip,
-                  "hostIPs": ip}
+        host = [{"ip": self.kubelet.node_ip}]
+        status = {**(self.pod.get("status") or {}), "podIP": self.pod_ip, "podIPs": [{"ip": self.pod_ip}],
+                  "hostIP": self.kubelet.node_ip, "hostIPs": host}
         return {**self.pod, "status": status}
 
     def containers(self) -> list[Container]:
@@ -140,6 +142,10 @@ class PodWorker(threading.Thread):
     def hostname(self) -> str:
         """As Kubernetes names a pod's host: spec.hostname, else the pod's name cut to 63 characters."""
         return self.pod["spec"].get("hostname") or self.pod_name[:63].rstrip("-.")
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "Running" and all(c.ready for c in self.main)
 
     @property
     def restart_policy(self) -> str:
@@ -165,9 +171,13 @@ class PodWorker(threading.Thread):
                 self.stopping.wait(0.2)
         finally:
             self._kill_all(SHUTDOWN_GRACE)
+            self._remove_sandbox()
             self.finished.set()
 
     def _step(self) -> None:
+        if self.phase in ("Succeeded", "Failed"):
+            self._remove_sandbox()  # a finished pod keeps its IP in its status, but no longer holds it
+            return
         if not self.sandbox:
             try:
                 self.volumes.setup()
@@ -175,12 +185,17 @@ class PodWorker(threading.Thread):
                 self.kubelet.event(self.pod, "Warning", "FailedMount", f"MountVolume.SetUp failed: {exc}")
                 self.stopping.wait(2)
                 return
-            self.sandbox, self.pod_ip, self.refreshed = True, self.kubelet.node_ip, time.monotonic()
+            try:
+                self.pod_ip = self.kubelet.addresses.take(self.uid)
+                self.netns = self.kubelet.network.add_sandbox(self.uid, self.pod_ip)
+            except network.NetworkError as exc:
+                self.kubelet.event(self.pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
+                self.stopping.wait(2)
+                return
+            self.sandbox, self.refreshed = True, time.monotonic()
         elif time.monotonic() - self.refreshed > REFRESH_SECONDS:
             self.volumes.refresh()
             self.refreshed = time.monotonic()
-        if self.phase in ("Succeeded", "Failed"):
-            return
         for c in self.init:
             if c.done and c.state.get("terminated", {}).get("exitCode") == 0:
                 continue
@@ -268,7 +283,7 @@ class PodWorker(threading.Thread):
 
         try:
             c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
-                                   self.folder / "workdir", self.kubelet.toolbox, line)
+                                   self.folder / "workdir", self.kubelet.toolbox, self.netns, line)
         except runtime.StartError as exc:
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
@@ -311,17 +326,20 @@ class PodWorker(threading.Thread):
             if "httpGet" in spec:
                 get = spec["httpGet"]
                 port = self._port(c, get["port"])
-                url = f"{get.get('scheme', 'HTTP').lower()}://127.0.0.1:{port}{get.get('path', '/')}"
+                host = get.get("host") or self.pod_ip
+                url = f"{get.get('scheme', 'HTTP').lower()}://{host}:{port}{get.get('path', '/')}"
                 import ssl
 
                 context = ssl._create_unverified_context()  # the kubelet does not verify probe certificates either
                 with urllib.request.urlopen(url, timeout=timeout, context=context) as answer:
                     return 200 <= answer.status < 400, f"HTTP probe failed with statuscode: {answer.status}"
             if "tcpSocket" in spec:
-                with socket.create_connection(("127.0.0.1", self._port(c, spec["tcpSocket"]["port"])), timeout=timeout):
+                target = (spec["tcpSocket"].get("host") or self.pod_ip, self._port(c, spec["tcpSocket"]["port"]))
+                with socket.create_connection(target, timeout=timeout):
                     return True, ""
             if "exec" in spec:
-                done = subprocess.run(spec["exec"]["command"], capture_output=True, text=True, timeout=timeout)
+                done = subprocess.run(["nsenter", f"--net={self.netns}", *spec["exec"]["command"]], capture_output=True,
+                                      text=True, timeout=timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
             return False, "only httpGet, tcpSocket and exec probes run on the process node"
         except Exception as exc:
@@ -356,6 +374,12 @@ class PodWorker(threading.Thread):
             if c.running:
                 self._terminated(c, c.proc.poll())
                 c.done = True
+
+    def _remove_sandbox(self) -> None:
+        if self.netns is not None:
+            self.kubelet.network.remove_sandbox(self.uid)
+            self.kubelet.addresses.give_back(self.uid)
+            self.netns, self.sandbox = None, False
 
     def _terminated(self, c: Container, code: int) -> None:
         """The container's terminated state, as the kubelet reports an exit; its log file closed."""

@@ -1,5 +1,5 @@
-"""How one container starts on this machine: the image's program, the pod's resolver mounted at
-/etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (the
+"""How one container starts on this machine: the image's program, in the pod's network namespace,
+with the pod's resolver mounted at /etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (the
 operator, whose paths are compiled in, and shell images) or written into the command line and
 env as folders (the trainer, exactly as `generator run` does)."""
 from __future__ import annotations
@@ -74,7 +74,8 @@ def command_line(program: images.Program, container: dict, env: dict[str, str]) 
 
 
 def start(program: images.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
-          hosts: Path, workdir: Path, toolbox: Path, on_line: Callable[[str], None]) -> Process:
+          hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None]) -> Process:
+    """The container's process, in the pod's network namespace `netns` (None: this machine's)."""
     argv = command_line(program, container, env)
     mounts: list[tuple[Path, str, bool]] = []
     for mount in container.get("volumeMounts") or []:
@@ -107,7 +108,8 @@ def start(program: images.Program, container: dict, env: dict[str, str], volumes
             if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
                 raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                                  f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
-    wrapped = [*_unshare(), "sh", "-c", mount_script(hostname, hosts, mounts, binary, toolbox if shell else None, argv)]
+    joined = ["nsenter", f"--net={netns}"] if netns else []
+    wrapped = [*joined, *_unshare(), "sh", "-c", mount_script(hostname, hosts, mounts, binary, toolbox if shell else None, argv)]
     try:
         return Process(wrapped, env, on_line, cwd=workdir)
     except OSError as exc:

@@ -24,6 +24,14 @@ def test_release_and_namespace_flow_into_the_objects(tmp_path):
     assert out.startswith("---\n# Source: pytorchjob/templates/")
 
 
+def test_render_tells_the_helm_command_that_renders_the_same(tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text("output: {enabled: true}\n")
+    code, _, err = run("render", str(values), "--release", "exp7", "--namespace", "research")
+    assert code == 0
+    assert f"# the same with helm: helm template exp7 charts/pytorchjob -f {values} -n research" in err
+
+
 def test_render_is_deterministic():
     path = str(scenarios.DIR / "pytorchjob" / "per-role.yaml")
     assert run("render", path)[1] == run("render", path)[1]

@@ -48,6 +48,16 @@ def test_submitting_over_a_finished_job_says_so_and_replace_recreates_it(api, va
     assert api.jobs[(NS, "mnist")]["metadata"]["uid"] != uid and "status" not in api.jobs[(NS, "mnist")]
 
 
+def test_submit_of_values_names_the_release_so_helm_can_take_it_over(api, values_file):
+    code, _, err = run("submit", values_file, "--release", "exp7")
+    assert code == 0, err
+    assert f"helm upgrade --install exp7 charts/pytorchjob -f {values_file} -n {NS}" in err
+    for obj in (api.jobs[(NS, "mnist")], api.pvcs[(NS, "mnist-output")]):
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        annotations = obj["metadata"]["annotations"]
+        assert (annotations["meta.helm.sh/release-name"], annotations["meta.helm.sh/release-namespace"]) == ("exp7", NS)
+
+
 def test_submit_a_manifest_and_wait_for_it(api, tmp_path):
     manifest = tmp_path / "job.yaml"
     manifest.write_text((MANIFESTS / "vsphere-cpu.yaml").read_text())
@@ -59,6 +69,9 @@ def test_submit_a_manifest_and_wait_for_it(api, tmp_path):
     assert "pytorchjob pytorch-mnist-cpu created" in out and "pytorchjob pytorch-mnist-cpu succeeded" in out
     assert "pytorch-mnist-cpu: Running" in err
     assert api.jobs[(ns, "pytorch-mnist-cpu")]["metadata"]["namespace"] == ns
+    # A manifest belongs to no release: nothing names one, and no helm command is offered.
+    assert "meta.helm.sh/release-name" not in (api.jobs[(ns, "pytorch-mnist-cpu")]["metadata"].get("annotations") or {})
+    assert "helm" not in err
 
 
 def test_logs_before_any_pod_exists(api, values_file):

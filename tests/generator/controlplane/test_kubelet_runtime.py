@@ -25,7 +25,7 @@ def run(program, container, volumes, tmp_path, env=None) -> tuple[int, list[str]
     (toolbox / "hello").chmod(0o755)
     base = {"PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})}
     proc = runtime.start(program, container, base, volumes, "job-worker-0", hosts, tmp_path / "workdir", toolbox,
-                         lines.append)
+                         None, lines.append)
     code = proc.wait(60)
     proc.reader.join(5)
     return code, lines
@@ -81,7 +81,7 @@ def test_stop_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):
     hosts.write_text("127.0.0.1 localhost\n")
     proc = runtime.start(images.of("shell"), {"name": "sh", "command": ["sh", "-c", "trap 'echo TERM' TERM; "
                                                                         "echo up; while :; do sleep 0.1; done"]},
-                         {"PATH": "/usr/bin:/bin"}, {}, "p", hosts, tmp_path / "w", tmp_path, lines.append)
+                         {"PATH": "/usr/bin:/bin"}, {}, "p", hosts, tmp_path / "w", tmp_path, None, lines.append)
     while not lines:
         threading.Event().wait(0.05)
     assert proc.stop(1.0) == 137

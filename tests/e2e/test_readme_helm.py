@@ -1,0 +1,178 @@
+"""The README's helm commands, run as written with the helm CLI and kubectl against a cluster that
+starts with no operator (`cluster up --no-operator`): install both charts, follow the job,
+upgrade and test the operator, uninstall both, and what each step leaves in the cluster. One
+change to the README's mnist.yaml: the digits data set, because there is no internet here."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+
+pytestmark = pytest.mark.e2e
+README = (ROOT / "README.md").read_text()
+SECTION = README.split("## The job chart", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def node_options():
+    # mnist.yaml asks for 2 CPUs in each of 3 pods: the node says it has 8, whatever this machine has.
+    return ["--no-operator", "--cpu", "8"]
+
+
+def readme_commands() -> list[str]:
+    blocks = re.findall(r"```console\n(.*?)```", SECTION, re.S)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
+            if line.startswith(("helm ", "kubectl "))]
+
+
+def mnist_yaml() -> str:
+    text = re.search(r"```yaml\n# mnist.yaml\n(.*?)```", SECTION, re.S).group(1)
+    assert '"--dataset", "mnist"' in text
+    return text.replace('"--dataset", "mnist"', '"--dataset", "digits"')
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """Where the README's commands run: the charts as in a clone, and mnist.yaml beside them."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "charts").symlink_to(ROOT / "charts")
+    (folder / "mnist.yaml").write_text(mnist_yaml())
+    return folder
+
+
+class Shell:
+    def __init__(self, cluster, workdir: Path):
+        from generator.controlplane import build, operator
+        from generator.controlplane.layout import Layout
+
+        self.cluster, self.workdir = cluster, workdir
+        self.tools = {"helm": str(build.bin_dir() / build.HELM_BINARY), "kubectl": str(build.bin_dir() / "kubectl")}
+        self.env = operator.helm_env(Layout(cluster.dir))
+
+    def __call__(self, line: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        words = shlex.split(line)
+        return subprocess.run([self.tools[words[0]], *words[1:]], cwd=self.workdir, env=self.env, capture_output=True,
+                              text=True, timeout=timeout)
+
+
+def wait_for(check, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        result = check()
+        if result:
+            return result
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def operator_pods(cluster) -> list:
+    pods = cluster.core().list_namespaced_pod("kubeflow", label_selector="app.kubernetes.io/component=controller").items
+    return [p for p in pods if not p.metadata.deletion_timestamp]
+
+
+def ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def job_condition(cluster, name: str, namespace: str) -> str:
+    from kubernetes import client
+
+    job = client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", namespace,
+                                                                              "pytorchjobs", name)
+    true = [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c["status"] == "True"]
+    return true[-1] if true else ""
+
+
+def leftovers(cluster, release: str) -> list[str]:
+    """Every object, of any kind in any namespace, that still carries the release's instance label."""
+    kubectl = Shell(cluster, ROOT)
+    kinds = kubectl("kubectl api-resources --verbs=list -o name").stdout.split()
+    found = []
+    for kind in kinds:
+        if kind.startswith("events"):
+            continue
+        listed = kubectl(f"kubectl get {kind} -A -l app.kubernetes.io/instance={release} -o name")
+        found += listed.stdout.split()
+    return found
+
+
+def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(cluster, workdir):
+    from kubernetes import client
+
+    commands = readme_commands()
+    assert commands == [
+        "helm install training charts/pytorch-operator -n kubeflow --create-namespace",
+        "helm install mnist charts/pytorchjob -f mnist.yaml -n training --create-namespace",
+        "kubectl -n training logs -f mnist-master-0",
+        "helm upgrade training charts/pytorch-operator -n kubeflow --set leaderElection=true",
+        "helm test training -n kubeflow",
+        "helm uninstall mnist -n training",
+        "helm uninstall training -n kubeflow",
+    ]
+    sh = Shell(cluster, workdir)
+    install_operator, install_job, follow, upgrade, test, uninstall_job, uninstall_operator = commands
+
+    done = sh(install_operator)
+    assert done.returncode == 0, done.stderr
+    (first,) = wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready")
+
+    done = sh(install_job)
+    assert done.returncode == 0, done.stderr
+    # As a user would, follow the log once the pod is there; it ends when the Master does.
+    wait_for(lambda: sh("kubectl -n training get pod mnist-master-0").returncode == 0, 180, "the Master's pod")
+    logs = wait_for(lambda: (lambda p: p if p.returncode == 0 and "test accuracy" in p.stdout else None)(
+        sh(follow, timeout=900)), 900, "the Master's log to end")
+    assert "epoch 5/5: test accuracy" in logs.stdout
+    wait_for(lambda: job_condition(cluster, "mnist", "training") == "Succeeded", 300, "mnist to succeed")
+
+    # The upgrade rolls the operator: a new pod with the new flag, the old one gone.
+    done = sh(upgrade)
+    assert done.returncode == 0, done.stderr
+    (second,) = wait_for(lambda: [p for p in operator_pods(cluster) if ready(p) and p.metadata.name != first.metadata.name
+                                  and "--leader-elect" in " ".join(p.spec.containers[0].args or [])]
+                         and len(operator_pods(cluster)) == 1 and operator_pods(cluster), 240, "the operator to roll")
+    assert second.status.pod_ip != first.status.pod_ip
+
+    done = sh(test)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Phase:          Succeeded" in done.stdout
+
+    # A second operator release is refused before anything is created.
+    second_release = sh("helm install other charts/pytorch-operator -n other-ops --create-namespace")
+    assert second_release.returncode != 0
+    assert ('the training operator already runs in this cluster: Deployment kubeflow/training-pytorch-operator of '
+            'release "training"') in second_release.stderr
+    assert "helm upgrade training charts/pytorch-operator -n kubeflow" in second_release.stderr
+
+    done = sh(uninstall_job)
+    assert done.returncode == 0, done.stderr
+    core = cluster.core()
+    wait_for(lambda: not core.list_namespaced_pod("training").items, 120, "the job's pods to go")
+    assert [c.metadata.name for c in core.list_namespaced_persistent_volume_claim("training").items] == ["mnist-output"]
+    assert leftovers(cluster, "mnist") == ["persistentvolumeclaim/mnist-output"]  # output.keep
+
+    done = sh(uninstall_operator)
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not operator_pods(cluster), 120, "the operator's pod to go")
+    extensions = client.ApiextensionsV1Api(cluster.api())
+    assert extensions.read_custom_resource_definition("pytorchjobs.kubeflow.org")  # crds.keep
+    assert leftovers(cluster, "training") == ["customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"]
+
+    # The kept CRD belongs to "training": another name is told how to adopt it.
+    other = sh("helm install ops charts/pytorch-operator -n kubeflow")
+    assert other.returncode != 0 and 'the CRD pytorchjobs.kubeflow.org belongs to release "training"' in other.stderr
+
+    # Installed again under its name with crds.keep=false, the CRD goes with the release.
+    done = sh("helm install training charts/pytorch-operator -n kubeflow --set crds.keep=false")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready again")
+    assert sh(uninstall_operator).returncode == 0
+    wait_for(lambda: not extensions.list_custom_resource_definition(
+        field_selector="metadata.name=pytorchjobs.kubeflow.org").items, 60, "the CRD to go")
+    assert leftovers(cluster, "training") == []
