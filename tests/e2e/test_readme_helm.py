@@ -43,6 +43,18 @@ def workdir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     (folder / "charts").symlink_to(ROOT / "charts")
     (folder / "mnist.yaml").write_text(mnist_yaml())
+    # A job only the operator's webhook refuses: two Masters.
+    (folder / "mnist-bad.yaml").write_text("""apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: bad}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 2
+      template:
+        spec:
+          containers: [{name: pytorch, image: ghcr.io/pytorchjob-kit/trainer:0.1.0}]
+""")
     return folder
 
 
@@ -138,6 +150,12 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
                                   and "--leader-elect" in " ".join(p.spec.containers[0].args or [])]
                          and len(operator_pods(cluster)) == 1 and operator_pods(cluster), 240, "the operator to roll")
     assert second.status.pod_ip != first.status.pod_ip
+    # The certificate the operator wrote survived the upgrade, and its webhook still answers.
+    secret = cluster.core().read_namespaced_secret("training-pytorch-operator-webhook-cert", "kubeflow")
+    assert {"tls.crt", "tls.key"} <= set(secret.data or {})
+    refused = sh("kubectl -n training create --dry-run=server -f mnist-bad.yaml")
+    assert refused.returncode != 0, refused.stdout
+    assert "denied the request: spec.pytorchReplicaSpecs[Master].replicas: Forbidden: must be 1" in refused.stderr
 
     done = sh(test)
     assert done.returncode == 0, done.stdout + done.stderr
