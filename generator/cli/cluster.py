@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli.common import emit, format_option
+from generator.cli.common import emit, format_option, image_option
 
 
 def _layout(directory: str | None):
@@ -32,19 +32,6 @@ def _quantity(ctx, param, value):
     return value
 
 
-def _alias(ctx, param, values):
-    if not values:
-        return values
-    from generator.controlplane.kubelet import images
-
-    known = [p.repository for p in images.known().values()]
-    for value in values:
-        repo, _, target = value.partition("=")
-        if not repo or target not in known:
-            raise click.BadParameter(f"{value!r}: write REPO=KNOWN, where KNOWN is one of {', '.join(known)}")
-    return values
-
-
 @click.group("cluster")
 def command() -> None:
     """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node that runs pods as processes, and the operator."""
@@ -58,8 +45,7 @@ def command() -> None:
 @click.option("--memory", metavar="QUANTITY", callback=_quantity, help="The node's memory (default: this machine's).")
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
               help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
-@click.option("--image", "aliases", multiple=True, metavar="REPO=KNOWN", callback=_alias,
-              help="Run images of REPO as the known image KNOWN (your build or mirror of the trainer); repeatable.")
+@image_option
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @dir_option
@@ -71,7 +57,7 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) ->
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": list(aliases)}, operator=operator)
+                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": [f"{k}={v}" for k, v in aliases.items()]}, operator=operator)
     from generator.controlplane import build
 
     installed = (f"operator release {state['operator']['release']} in namespace {state['operator']['namespace']}"

@@ -13,6 +13,24 @@ def release_option(fn):
                         help="Helm release name for values files (the default job name is <release>-pytorchjob).")(fn)
 
 
+def _aliases(ctx, param, values) -> dict[str, str]:
+    from generator.local import programs
+
+    known = [p.repository for p in programs.known().values()]
+    for value in values:
+        repo, _, target = value.partition("=")
+        if not repo or target not in known:
+            raise click.BadParameter(f"{value!r}: write REPO=KNOWN, where KNOWN is one of {', '.join(known)}")
+    return dict(value.split("=", 1) for value in values)
+
+
+def image_option(fn):
+    """--image REPO=KNOWN: the same image map for `cluster up` and `run`."""
+    return click.option("--image", "aliases", multiple=True, metavar="REPO=KNOWN", callback=_aliases,
+                        help="Run images of REPO as the known image KNOWN (your build or mirror of the trainer); "
+                             "repeatable.")(fn)
+
+
 def output_option(fn):
     return click.option("-o", "--output", metavar="FILE",
                         help="Write to this file (atomically) instead of stdout.")(fn)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli.common import release_option
+from generator.cli.common import image_option, release_option
 
 
 @click.command("run")
@@ -16,14 +16,15 @@ from generator.cli.common import release_option
 @click.option("--namespace", default="default", show_default=True, help="Namespace the pods would see.")
 @click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
 @click.option("--dry-run", is_flag=True, help="Print each replica's command and env on stdout without starting them.")
-def command(file, release, namespace, run_dir, dry_run) -> None:
+@image_option
+def command(file, release, namespace, run_dir, dry_run, aliases) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster."""
     from generator.job import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
 
     job = source.pytorchjob(source.load(file, release, namespace))
-    plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace)
+    plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace, aliases)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:

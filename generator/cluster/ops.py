@@ -40,7 +40,7 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
         obj.setdefault("metadata", {})["namespace"] = c.namespace
         if chart:  # rendered from values: `helm upgrade --install` of the same release adopts them
             annotations = obj["metadata"].setdefault("annotations", {})
-            annotations.update(zip(helm.RELEASE_ANNOTATIONS, (release, c.namespace)))
+            annotations.update(zip(helm.RELEASE_ANNOTATIONS, (release, c.namespace), strict=True))
     name = job["metadata"]["name"]
     notes: list[str] = []
     existing = api.get_job(c, name)

@@ -200,14 +200,14 @@ class Supervisor:
 
 def _operator_images(values: dict) -> list[str]:
     """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
-    from generator.controlplane.kubelet import images
+    from generator.local import programs
 
     deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    aliases = [f"{images.repository(container['image'])}={images.of('operator').repository}"]
+    aliases = [f"{programs.repository(container['image'])}={programs.of('operator').repository}"]
     for arg in container.get("args") or []:
         if arg.startswith("--pytorch-init-container-image="):
-            aliases.append(f"{images.repository(arg.split('=', 1)[1])}={images.of('init').repository}")
+            aliases.append(f"{programs.repository(arg.split('=', 1)[1])}={programs.of('init').repository}")
     return aliases
 
 

@@ -10,7 +10,9 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.controlplane.network import free_port
 from generator.errors import Finding, UserError
+from generator.local import programs
 from generator.local.process import container_argv, map_path, own_output
 
 MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
@@ -42,12 +44,6 @@ class Plan:
         return any(r.role == "Master" for r in self.replicas)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env_value(item: dict, pod: str, namespace: str, problems: list[Finding], where: str) -> str | None:
     if "value" in item or "valueFrom" not in item:
         return str(item.get("value", ""))
@@ -70,8 +66,9 @@ def _env_value(item: dict, pod: str, namespace: str, problems: list[Finding], wh
     return None
 
 
-def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
-    """Raises UserError for what cannot run here (a Secret value that is not in the shell, ...)."""
+def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None) -> Plan:
+    """Raises UserError for what cannot run here (a Secret value that is not in the shell, an image
+    this machine does not have, ...). `aliases`: REPO -> the known image it is a copy of."""
     name = job["metadata"]["name"]
     spec = job["spec"]
     specs = spec["pytorchReplicaSpecs"]
@@ -98,6 +95,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
         rspec = specs[role]
         pod_spec = rspec["template"]["spec"]
         container = next(c for c in pod_spec["containers"] if c.get("name") == "pytorch")
+        _check_image(container.get("image", ""), aliases, f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].image",
+                     problems)
         for other in pod_spec["containers"]:
             if other.get("name") != "pytorch":
                 notes.append(f"{role}: sidecar container {other.get('name')} does not run locally")
@@ -134,6 +133,19 @@ def plan(job: dict, run_dir: Path, namespace: str = "default") -> Plan:
     run_policy = spec.get("runPolicy") or {}
     return Plan(name, run_dir, replicas, run_policy.get("backoffLimit"), run_policy.get("activeDeadlineSeconds"),
                 sorted(set(notes)))
+
+
+def _check_image(image: str, aliases: dict[str, str] | None, where: str, problems: list[Finding]) -> None:
+    """The same image map as the process node's: the trainer image, or a copy of it named by --image."""
+    trainer = programs.of("trainer").repository
+    try:
+        program = programs.resolve(image, aliases)
+    except programs.ImagePullError:
+        program = None
+    if program is None or program.role != "trainer":
+        what = "is not an image this machine has" if program is None else f"is the {program.role} image, not the trainer"
+        problems.append(Finding(where, what, image, hint=f"use {trainer}, or pass `--image {programs.repository(image)}="
+                                                        f"{trainer}` if it is a build of it (its python runs this checkout)"))
 
 
 def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,

@@ -329,8 +329,8 @@ def test_an_unknown_image_fails_like_an_image_pull(cluster):
         waiting = wait_for(lambda: cluster.core().read_namespaced_pod("unknown-image", "default")
                            .status.container_statuses[0].state.waiting, 60, "the waiting state")
         assert state.name == "app" and waiting.reason in ("ErrImagePull", "ImagePullBackOff")
-        assert 'image "example.com/team/app:1.0" cannot run on this process node' in waiting.message
-        assert "ghcr.io/pytorchjob-kit/trainer" in waiting.message and "cluster up --image" in waiting.message
+        assert 'image "example.com/team/app:1.0" cannot run on this machine' in waiting.message
+        assert "ghcr.io/pytorchjob-kit/trainer" in waiting.message and "--image example.com/team/app=" in waiting.message
         failed = [e for e in events(cluster, "unknown-image") if e.reason == "Failed"]
         assert any("Failed to pull image" in e.message for e in failed)
     finally:

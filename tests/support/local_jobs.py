@@ -18,7 +18,7 @@ def job(name: str, master: str | None, worker: str | None = None, workers: int =
 
     def spec(code: str, replicas: int) -> dict:
         return {"replicas": replicas, "restartPolicy": restart, "template": {"spec": {"containers": [
-            {"name": "pytorch", "image": "local:1", "command": ["python", "-c", code], "env": env}]}}}
+            {"name": "pytorch", "image": "ghcr.io/pytorchjob-kit/trainer:0.1.0", "command": ["python", "-c", code], "env": env}]}}}
 
     specs = {}
     if master is not None:

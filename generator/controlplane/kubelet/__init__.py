@@ -23,9 +23,10 @@ import traceback
 from pathlib import Path
 
 from generator.controlplane import network, pki
-from generator.controlplane.kubelet import images, logs, node
+from generator.controlplane.kubelet import logs, node
 from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
 from generator.controlplane.layout import MARKER, Layout
+from generator.local import programs
 
 EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
 RESOLVER_SECONDS = 1.0
@@ -75,7 +76,7 @@ class Kubelet:
         print(f"{now()} {text}", flush=True)
 
     # --- what pods get ---------------------------------------------------------------------
-    def base_env(self, program: images.Program, worker: PodWorker) -> dict[str, str]:
+    def base_env(self, program: programs.Program, worker: PodWorker) -> dict[str, str]:
         """The image's ENV and what the kubelet adds to every container."""
         from urllib.parse import urlparse
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.controlplane import network
-from generator.controlplane.kubelet import images, runtime
+from generator.controlplane.kubelet import runtime
 from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
 from generator.controlplane.kubelet.volumes import MountError, Volumes
+from generator.local import programs
 from generator.local.process import Process
 
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0  # the kubelet's crash-loop back-off
@@ -76,7 +77,7 @@ class Container:
                "restartCount": self.restarts, "state": self.state, "lastState": self.last,
                "started": self.running}
         if self.image_ok:
-            out["imageID"] = f"process://{images.repository(self.spec.get('image', ''))}"
+            out["imageID"] = f"process://{programs.repository(self.spec.get('image', ''))}"
         if self.proc is not None:
             out["containerID"] = f"process://{self.proc.pid}"
         return out
@@ -250,8 +251,8 @@ class PodWorker(threading.Thread):
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
-            program = images.resolve(c.spec.get("image", ""), self.kubelet.aliases)
-        except images.ImagePullError as exc:
+            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases)
+        except programs.ImagePullError as exc:
             first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
             c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}
             if first:

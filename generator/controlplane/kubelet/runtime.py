@@ -9,8 +9,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.controlplane.kubelet import images
 from generator.controlplane.kubelet.env import expand
+from generator.local import programs
 from generator.local.process import Process, container_argv, map_path, own_output
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
@@ -64,7 +64,7 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
     return "\n".join(lines)
 
 
-def command_line(program: images.Program, container: dict, env: dict[str, str]) -> list[str]:
+def command_line(program: programs.Program, container: dict, env: dict[str, str]) -> list[str]:
     """command and args as Kubernetes combines them with the image's ENTRYPOINT, $(VAR) expanded."""
     command = container.get("command")
     args = container.get("args") or []
@@ -73,7 +73,7 @@ def command_line(program: images.Program, container: dict, env: dict[str, str]) 
     return [expand(str(a), env) for a in [*command, *args]]
 
 
-def start(program: images.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
+def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
           hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None]) -> Process:
     """The container's process, in the pod's network namespace `netns` (None: this machine's)."""
     argv = command_line(program, container, env)
@@ -88,8 +88,8 @@ def start(program: images.Program, container: dict, env: dict[str, str], volumes
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**env}
-    binary, shell = None, program.mode == images.SHELL
-    if program.mode == images.HOST:
+    binary, shell = None, program.mode == programs.SHELL
+    if program.mode == programs.HOST:
         # The trainer sees its volumes as folders named in its args and env, as under `generator run`.
         paths = {target: source for source, target, _ in mounts if target != SHM}
         argv = [map_path(a, paths) for a in container_argv(argv[:1], argv[1:])]
@@ -98,7 +98,7 @@ def start(program: images.Program, container: dict, env: dict[str, str], volumes
         mounts = None
     else:
         # Mounted where the container expects them, in its own mount namespace.
-        if program.mode == images.SHELL:
+        if program.mode == programs.SHELL:
             env["PATH"] = f"{TOOLBOX}:{env.get('PATH', '/usr/bin:/bin')}"
         elif argv[0] != program.entrypoint[0]:
             raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")

@@ -239,3 +239,21 @@ def test_absurd_replica_counts_are_refused_before_anything_starts(tmp_path):
     code, out, err = run("run", local_jobs.write(tmp_path, body), "--dry-run")
     assert code == 1 and out == ""
     assert "makes 1000000000001 pods, more than this machine runs as processes (64 at most)" in err
+
+
+def test_an_image_this_machine_lacks_is_refused_as_on_the_process_node_unless_named_a_copy(tmp_path):
+    body, marker = local_jobs.job("mirror", "print('ran from the mirror')")
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"] = "registry.example.com/ml/trainer:7"
+    path = local_jobs.write(tmp_path, body)
+    code, out, err = run("run", path, "--run-dir", str(tmp_path / "run"))
+    assert code == 1 and out == ""
+    assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[pytorch].image" in err
+    assert "is not an image this machine has" in err and "registry.example.com/ml/trainer:7" in err
+    assert "--image registry.example.com/ml/trainer=ghcr.io/pytorchjob-kit/trainer" in err
+    assert not (tmp_path / "run").exists()  # refused before anything was made
+    code, out, err = run("run", path, "--run-dir", str(tmp_path / "run"),
+                         "--image", "registry.example.com/ml/trainer=ghcr.io/pytorchjob-kit/trainer")
+    assert code == 0, err
+    assert "master-0 | ran from the mirror" in out + err
+    code, _, err = run("run", path, "--image", "registry.example.com/ml/trainer=nginx")
+    assert code == 2 and "write REPO=KNOWN, where KNOWN is one of ghcr.io/pytorchjob-kit/trainer" in err

@@ -1,6 +1,7 @@
-"""Which programs the process node runs for which images. A pod's image names a filesystem this
-machine does not have, so each image the project's charts use maps to the local program it
-stands for; any other image fails the way a pull of a missing image fails."""
+"""Which program each image is on this machine, for the process node and `generator run` alike.
+An image names a filesystem this machine does not have, so each image the project's charts use
+maps to the local program it stands for; any other image fails the way a pull of a missing image
+fails, unless `--image REPO=KNOWN` says it is a copy of a known one."""
 from __future__ import annotations
 
 import os
@@ -88,9 +89,9 @@ def resolve(image: str, aliases: dict[str, str] | None = None) -> Program:
     program = programs.get((aliases or {}).get(name, name))
     if program is None:
         listing = "; ".join(f"{p.repository} ({p.what})" for p in programs.values())
-        raise ImagePullError(f'image "{image}" cannot run on this process node, which runs only these images: '
-                             f"{listing}. Use one of them, give `cluster up --image {name}=<one of them>` if it is "
-                             "a copy of one, or submit the job to a real cluster")
+        raise ImagePullError(f'image "{image}" cannot run on this machine, which runs only these images: '
+                             f"{listing}. Use one of them, pass `--image {name}=<one of them>` (to `cluster up` or "
+                             "`run`) if it is a copy of one, or submit the job to a real cluster")
     if program.binary is not None and not os.access(program.binary, os.X_OK):
         raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
                              f"`python -m generator cluster build`")
