@@ -21,6 +21,8 @@ def command(name, replica, follow, previous, context, namespace, kubeconfig, req
     if client.get_job(c, name) is None:
         raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}")
     if follow:
-        logs.follow(c, name, replica, click.echo)
+        from generator.diagnose import hint
+
+        logs.follow(c, name, replica, click.echo, hint.Stuck(c, name, lambda text: click.echo(text, err=True)).check)
     else:
         logs.dump(c, name, replica, previous, click.echo)

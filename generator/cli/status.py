@@ -16,10 +16,16 @@ from generator.cli.common import cluster_options, connect, emit, format_option, 
 def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) -> None:
     """Conditions, replica counts and times of a job."""
     from generator.cluster import ops
+    from generator.diagnose import hint
+    from generator.diagnose import report as findings
 
     output, fmt = legacy_output_format(output, fmt)
-    report = ops.status(connect(context, namespace, kubeconfig, request_timeout), name)
-    emit(json.dumps(report, indent=2) + "\n" if fmt == "json" else table(report), output)
+    c = connect(context, namespace, kubeconfig, request_timeout)
+    report = ops.status(c, name)
+    top = hint.top(c, name)
+    report["diagnosis"] = top.as_dict() if top else None
+    text = table(report) + (f"diagnose: {findings.one_line(top)}\n" if top else "")
+    emit(json.dumps(report, indent=2) + "\n" if fmt == "json" else text, output)
 
 
 def table(r: dict) -> str:

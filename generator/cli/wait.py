@@ -21,11 +21,13 @@ def command(name, target, timeout, context, namespace, kubeconfig, request_timeo
 
 def follow(c, name: str, target: str, timeout: int, progress: bool = False) -> int:
     from generator.cluster import ops
+    from generator.diagnose import hint
 
     def say(state: str, cond: dict) -> None:
         reason = f" ({cond.get('reason')})" if cond.get("reason") else ""
         click.echo(f"pytorchjob {name}: {state}{reason}", err=True)
 
-    result = ops.wait_for(c, name, target, timeout, on_state=say if progress else None)
+    stuck = hint.Stuck(c, name, lambda text: click.echo(text, err=True))
+    result = ops.wait_for(c, name, target, timeout, on_state=say if progress else None, tick=stuck.check)
     click.echo(result.message, err=result.code != ops.REACHED)
     return result.code

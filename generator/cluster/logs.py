@@ -59,8 +59,9 @@ def dump(c, job: str, replica: str | None, previous: bool, echo) -> None:
         echo(f"{name.ljust(width)} | {body}")
 
 
-def follow(c, job: str, replica: str | None, echo) -> None:
-    """Stream until the job has ended and every followed container has stopped."""
+def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
+    """Stream until the job has ended and every followed container has stopped. `tick` sees the
+    job's state on every poll."""
     lock = threading.Lock()
     threads: dict[str, threading.Thread] = {}
     stop = threading.Event()
@@ -87,6 +88,9 @@ def follow(c, job: str, replica: str | None, echo) -> None:
                     threads[uid].start()
             current = cluster.get_job(c, job)
             ended = current is None or cluster.condition(current)[0] in cluster.TERMINAL
+            if tick and current is not None:
+                with lock:
+                    tick(cluster.condition(current)[0])
             if ended and not any(t.is_alive() for t in threads.values()):
                 return
             time.sleep(POLL_SECONDS)

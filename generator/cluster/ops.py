@@ -97,8 +97,10 @@ class WaitResult:
 
 
 def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
-             on_state: Callable[[str, dict], None] | None = None) -> WaitResult:
-    """Watch the job until it reaches target, ends otherwise, or the timeout passes."""
+             on_state: Callable[[str, dict], None] | None = None,
+             tick: Callable[[str], None] | None = None) -> WaitResult:
+    """Watch the job until it reaches target, ends otherwise, or the timeout passes. `tick` sees
+    the state at least every 30 seconds."""
     from kubernetes import watch
 
     end = time.monotonic() + timeout
@@ -111,6 +113,8 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
         if on_state and state != seen:
             on_state(state or "Created", cond)
             seen = state
+        if tick:
+            tick(state or "Created")
         if state == target:
             return WaitResult(REACHED, f"pytorchjob {name} {target.lower()}")
         if state in api.TERMINAL:

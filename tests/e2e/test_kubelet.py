@@ -278,8 +278,43 @@ def test_an_unschedulable_job_stays_pending_with_the_schedulers_event(cluster, t
         assert "Insufficient nvidia.com/gpu" in found[0].message
         assert {p.status.phase for p in pods(cluster, "greedy").values()} == {"Pending"}
         assert job_state(cluster, "greedy") == "Created"
+        # diagnose reads the same from the real scheduler and names the value to change.
+        proc = cluster.cli("diagnose", "greedy", "-n", "default", "--format", "json")
+        assert proc.returncode == 1, proc.stderr
+        top = json.loads(proc.stdout)[0]
+        assert (top["severity"], top["reason"]) == ("error", "Insufficient nvidia.com/gpu")
+        assert top["object"] == "Pod/greedy-master-0 (and 1 more: greedy-worker-0)"
+        assert "lower `resources.gpus` (each pod asks for 2; the nodes offer 1 in all)" in top["fix"]
     finally:
         delete_job(cluster, "greedy")
+
+
+def test_diagnose_names_a_missing_claim_and_a_failed_replica_with_its_log(cluster, tmp_path):
+    path = values(cluster, tmp_path, "claimless", "--workers", "0", "--output-pvc", "no-such-claim", *DIGITS)
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    broken = values(cluster, tmp_path, "broken", "--workers", "0", "--restart-policy", "Never", *DIGITS,
+                    "--arg=--no-such-flag")
+    cluster.cli("submit", str(broken), "-n", "default", check=True)
+    try:
+        wait_for(lambda: [e for e in events(cluster, "claimless-master-0") if e.reason == "FailedScheduling"], 60,
+                 "the scheduler to refuse the pod")
+        proc = cluster.cli("diagnose", "claimless", "-n", "default")
+        assert proc.returncode == 1, proc.stderr
+        assert "[error] PersistentVolumeClaim/no-such-claim: ClaimNotFound" in proc.stdout
+        assert "`output.existingClaim`" in proc.stdout
+
+        wait_for(lambda: job_state(cluster, "broken") == "Failed", 180, "the broken job to fail")
+        proc = cluster.cli("diagnose", "broken", "-n", "default", "--format", "json")
+        assert proc.returncode == 1, proc.stderr
+        failed = next(f for f in json.loads(proc.stdout) if f["object"] == "Pod/broken-master-0")
+        assert failed["reason"] == "Error"
+        assert failed["message"].startswith("container pytorch exited with code 2 (Error); its last log lines:")
+        assert "--no-such-flag" in failed["message"]  # the trainer's own complaint, from the log
+        status = cluster.cli("status", "broken", "-n", "default")
+        assert "diagnose: error: Pod/broken-master-0: Error: container pytorch exited with code 2" in status.stdout
+    finally:
+        delete_job(cluster, "claimless")
+        delete_job(cluster, "broken")
 
 
 @pytest.mark.timeout(600)  # torch's rendezvous may wait out its 60 s store timeout once before it settles

@@ -231,3 +231,20 @@ def test_a_server_that_never_answers_times_out_with_a_sentence(tmp_path, monkeyp
         assert code == 1 and "cannot reach the cluster" in err and "timed out" in err, err
     finally:
         silent.close()
+
+
+def test_wait_and_status_tell_why_a_job_has_not_started(api, values_file, monkeypatch):
+    from generator.diagnose import hint
+
+    monkeypatch.setattr(hint, "STUCK_SECONDS", 0.0)  # a minute, in production
+    assert run("submit", values_file)[0] == 0
+    api.add_pod(NS, "mnist", "Master", 0, phase="Pending", waiting="ImagePullBackOff")
+    code, _, err = run("wait", "mnist", "--timeout", "2")
+    assert code == 2
+    assert "pytorchjob mnist has not started running after 0s; `diagnose mnist` says:" in err
+    assert "error: Pod/mnist-master-0: ImagePullBackOff: container pytorch: the image cannot be pulled" in err
+    assert "fix: check `image.repository`, `image.tag` or `image.digest` (now trainer:1)" in err
+    code, out, _ = run("status", "mnist")
+    assert code == 0 and "\ndiagnose: error: Pod/mnist-master-0: ImagePullBackOff" in out
+    code, out, _ = run("status", "mnist", "--format", "json")
+    assert json.loads(out)["diagnosis"]["reason"] == "ImagePullBackOff"

@@ -1,0 +1,38 @@
+"""The top finding inside other commands: under `status`, and from `wait` and `logs --follow`
+once a job has waited a minute without running."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from generator.diagnose import report, rules, snapshot
+
+STUCK_SECONDS = 60.0
+
+
+def top(c, name: str) -> rules.Diagnosis | None:
+    """The most important error or warning, or None; never fails the command that asks."""
+    try:
+        findings = rules.diagnose(snapshot.collect(c, name))
+    except Exception:
+        return None
+    return next((f for f in findings if f.severity in (rules.ERROR, rules.WARNING)), None)
+
+
+class Stuck:
+    """Tells the top finding once, when the job is still not running after STUCK_SECONDS."""
+
+    def __init__(self, c, name: str, say: Callable[[str], None], after: float | None = None):
+        self.c, self.name, self.say = c, name, say
+        self.after = STUCK_SECONDS if after is None else after
+        self.start = time.monotonic()
+        self.told = False
+
+    def check(self, state: str) -> None:
+        if self.told or state not in ("", "Created") or time.monotonic() - self.start < self.after:
+            return
+        self.told = True
+        finding = top(self.c, self.name)
+        if finding:
+            self.say(f"pytorchjob {self.name} has not started running after {self.after:g}s; "
+                     f"`diagnose {self.name}` says:\n{report.one_line(finding)}")

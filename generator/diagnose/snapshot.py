@@ -1,0 +1,217 @@
+"""Everything diagnose looks at for one job, read once from the API as plain objects (the JSON
+the API server sends): the PyTorchJob, its pods and their events, its PodGroup or Kueue
+Workload, the claims, Secrets and ConfigMaps its pods name, the nodes, and the last log lines
+of containers that failed. What the user may not read (nodes, other kinds) is left out, not
+fatal. A snapshot saved with `--save` reads back as the same object."""
+from __future__ import annotations
+
+import datetime
+from dataclasses import asdict, dataclass, field
+
+from generator.cluster import client as api
+
+LOG_LINES = 20
+# The gang schedulers' PodGroups, as the operator creates them: (group, version).
+POD_GROUP_APIS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1")}
+KUEUE = ("kueue.x-k8s.io", "v1beta1")
+
+
+@dataclass
+class Snapshot:
+    job: dict
+    pods: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    nodes: list[dict] | None = None  # None: not readable with these credentials
+    claims: dict[str, dict | None] = field(default_factory=dict)  # name -> the claim, None when missing
+    secrets: dict[str, bool] = field(default_factory=dict)  # name -> exists
+    config_maps: dict[str, bool] = field(default_factory=dict)
+    services: list[str] = field(default_factory=list)
+    pod_groups: dict[str, dict | None] = field(default_factory=dict)  # scheduler -> its PodGroup; absent: no CRD
+    workload: dict | None = None
+    logs: dict[str, str] = field(default_factory=dict)  # "pod/container" -> its last lines
+    now: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.job["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.job["metadata"].get("namespace", "")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Snapshot:
+        return cls(**data)
+
+    def events_of(self, kind: str, name: str) -> list[dict]:
+        found = [e for e in self.events if (e.get("involvedObject") or {}).get("kind") == kind
+                 and (e.get("involvedObject") or {}).get("name") == name]
+        return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+def save(shot: Snapshot, path: str) -> None:
+    import yaml
+
+    from generator.job.values_io import write_atomic
+
+    write_atomic(path, yaml.safe_dump(shot.as_dict(), sort_keys=False))
+
+
+def load(path: str) -> Snapshot:
+    from generator.errors import Finding, UserError
+    from generator.job.values_io import load_mapping
+
+    data = load_mapping(path, "a diagnose snapshot")
+    try:
+        shot = Snapshot.from_dict(data)
+        shot.job["metadata"]["name"]
+    except (TypeError, KeyError):
+        raise UserError([Finding("", "is not a snapshot written by `diagnose --save`",
+                                 hint="write one with `python -m generator diagnose NAME --save FILE`")], source=path) from None
+    return shot
+
+
+def stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def collect(c: api.Cluster, name: str) -> Snapshot:
+    """Raises UserError when the job itself cannot be read; anything else missing is recorded."""
+    from generator.errors import UserError
+
+    job = api.get_job(c, name)
+    if job is None:
+        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}; list them with "
+                        f"`kubectl get pytorchjobs -n {c.namespace}`")
+    serialize = c.core.api_client.sanitize_for_serialization
+    shot = Snapshot(job=job, now=stamp())
+    shot.pods = [serialize(p) for p in api.pods(c, name)]
+    events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
+    shot.events = [serialize(e) for e in events]
+    nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
+    shot.nodes = None if nodes is None else [_node_summary(serialize(n)) for n in nodes]
+    services = _optional(lambda: c.core.list_namespaced_service(c.namespace, _request_timeout=c.request_timeout).items)
+    shot.services = sorted(s.metadata.name for s in services or [])
+    claims, secrets, config_maps = references(job, shot.pods)
+    for claim in sorted(claims):
+        shot.claims[claim] = _read(lambda n=claim: serialize(c.core.read_namespaced_persistent_volume_claim(
+            n, c.namespace, _request_timeout=c.request_timeout)))
+    for secret in sorted(secrets):
+        shot.secrets[secret] = _read(lambda n=secret: c.core.read_namespaced_secret(
+            n, c.namespace, _request_timeout=c.request_timeout)) is not None
+    for cm in sorted(config_maps):
+        shot.config_maps[cm] = _read(lambda n=cm: c.core.read_namespaced_config_map(
+            n, c.namespace, _request_timeout=c.request_timeout)) is not None
+    for scheduler, (group, version) in POD_GROUP_APIS.items():
+        try:
+            shot.pod_groups[scheduler] = c.custom.get_namespaced_custom_object(group, version, c.namespace, "podgroups",
+                                                                               name, _request_timeout=c.request_timeout)
+        except Exception as exc:
+            if _status(exc) == 404 and _crd_exists(c, group, version):
+                shot.pod_groups[scheduler] = None  # the kind exists; this job has none
+    shot.workload = _workload(c, job)
+    for pod in shot.pods:
+        for status in _container_statuses(pod):
+            if _failed(status):
+                previous = "terminated" not in (status.get("state") or {})
+                text = _optional(lambda p=pod, s=status, prev=previous: c.core.read_namespaced_pod_log(
+                    p["metadata"]["name"], c.namespace, container=s["name"], previous=prev, tail_lines=LOG_LINES,
+                    _request_timeout=c.request_timeout))
+                if text:
+                    shot.logs[f"{pod['metadata']['name']}/{status['name']}"] = text
+    return shot
+
+
+def references(job: dict, pods: list[dict]) -> tuple[set[str], set[str], set[str]]:
+    """The claims, Secrets and ConfigMaps the job's pod templates (and pods) name."""
+    specs = [r.get("template", {}).get("spec", {}) for r in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).values()]
+    specs += [p.get("spec", {}) for p in pods]
+    claims, secrets, config_maps = set(), set(), set()
+    for spec in specs:
+        for volume in spec.get("volumes") or []:
+            if volume.get("persistentVolumeClaim"):
+                claims.add(volume["persistentVolumeClaim"]["claimName"])
+            if volume.get("secret") and not volume["secret"].get("optional"):
+                secrets.add(volume["secret"]["secretName"])
+            if volume.get("configMap") and not volume["configMap"].get("optional"):
+                config_maps.add(volume["configMap"]["name"])
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            for ref in env_references(container):
+                (secrets if ref[0] == "Secret" else config_maps).add(ref[1])
+    return claims, secrets, config_maps
+
+
+def env_references(container: dict) -> list[tuple[str, str, str]]:
+    """(kind, name, where) of each required Secret or ConfigMap a container's env names."""
+    out = []
+    for item in container.get("env") or []:
+        source = item.get("valueFrom") or {}
+        for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+            ref = source.get(key)
+            if ref and not ref.get("optional"):
+                out.append((kind, ref["name"], f"env {item['name']}"))
+    for item in container.get("envFrom") or []:
+        for key, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+            ref = item.get(key)
+            if ref and not ref.get("optional"):
+                out.append((kind, ref["name"], "envFrom"))
+    return out
+
+
+def _container_statuses(pod: dict) -> list[dict]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _failed(status: dict) -> bool:
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    terminated = state.get("terminated") or last.get("terminated") or {}
+    return bool(terminated.get("exitCode")) or (state.get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+
+
+def _node_summary(node: dict) -> dict:
+    """What the rules need of a node: its name, labels, taints and allocatable resources."""
+    return {"metadata": {"name": node["metadata"]["name"], "labels": node["metadata"].get("labels") or {}},
+            "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
+            "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}}}
+
+
+def _workload(c: api.Cluster, job: dict) -> dict | None:
+    """Kueue's Workload for the job: the one it owns."""
+    group, version = KUEUE
+    listing = _optional(lambda: c.custom.list_namespaced_custom_object(group, version, c.namespace, "workloads",
+                                                                        _request_timeout=c.request_timeout))
+    uid = job["metadata"].get("uid")
+    for item in (listing or {}).get("items") or []:
+        if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or []):
+            return item
+    return None
+
+
+def _crd_exists(c: api.Cluster, group: str, version: str) -> bool:
+    """Whether the API serves podgroups of this group: a list answers 404 only when it does not."""
+    return _optional(lambda: c.custom.list_namespaced_custom_object(group, version, c.namespace, "podgroups", limit=1,
+                                                                    _request_timeout=c.request_timeout)) is not None
+
+
+def _status(exc: Exception) -> int | None:
+    return getattr(exc, "status", None)
+
+
+def _optional(fn):
+    """None when the call is refused or the kind does not exist: diagnose works with what it may read."""
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _read(fn):
+    """The object, or None when it does not exist (a refusal is not absence: it counts as present)."""
+    try:
+        return fn()
+    except Exception as exc:
+        return None if _status(exc) == 404 else {}
