@@ -143,7 +143,8 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
                     f"`nodeSelector` {selector or '(empty)'} or `affinity` matches no node with room; fix the labels to "
                     "ones your nodes carry (`kubectl get nodes --show-labels`)"))
     missing = re.findall(r'persistentvolumeclaim "([^"]+)" not found', message)
-    for claim in missing:
+    explained = bool(missing)
+    for claim in [c for c in missing if shot.claims.get(c, {}) is not None]:  # claims() tells a known-missing one
         out.append(("ClaimNotFound", message,
                     f"claim {claim} does not exist: create it, or leave `output.existingClaim` empty so the chart "
                     "creates one with `output.enabled: true`"))
@@ -154,7 +155,7 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
         out.append(("VolumeNodeAffinity", message, "the claim's volume lives where the pods cannot go: use a "
                                                    "ReadWriteMany `output.storageClassName`, or pin the pods with "
                                                    "`nodeSelector` to the volume's zone"))
-    if not out:
+    if not out and not explained:
         out.append(("FailedScheduling", message, "read the scheduler's message: each 'N node(s) ...' part is a reason "
                                                  "nodes were ruled out"))
     return out
@@ -397,6 +398,8 @@ def backoff(shot: Snapshot) -> Iterator[Diagnosis]:
 
 def master(shot: Snapshot) -> Iterator[Diagnosis]:
     """Workers held in the operator's init container, which waits for the Master's Service."""
+    if _job_state(shot)[0] in ("Succeeded", "Failed"):
+        return  # leftovers() tells of pods that outlive the job
     waiting = [p for p in shot.pods if _role(p) == "worker" and any(
         s["name"] == INIT_CONTAINER and "running" in (s.get("state") or {}) for s in _statuses(p, init=True))]
     if not waiting:
@@ -466,15 +469,19 @@ def job(shot: Snapshot) -> Iterator[Diagnosis]:
     """What the job itself says: the operator's refusals, a suspended job, a job that made no pods."""
     state, cond = _job_state(shot)
     for event in shot.events_of("PyTorchJob", shot.name):
-        if event.get("type") == "Warning":
+        # The operator echoes each unschedulable pod's condition as the job's event: scheduling() has it.
+        if event.get("type") == "Warning" and event.get("reason") != "Unschedulable":
             text = event.get("message", "")
             fix = ("lower the pods' requests or raise the namespace's ResourceQuota (`kubectl describe quota -n "
                    f"{shot.namespace}`)" if "exceeded quota" in text else "read the operator's message: it names the field")
             yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", event.get("reason", "Warning"), text, fix)
-    if state == "Failed" and "backoff" not in (cond.get("reason", "") + cond.get("message", "")).lower():
+    said = (cond.get("reason", "") + " " + cond.get("message", "")).lower()
+    if state == "Failed" and "backoff" not in said:
+        fix = ("raise `runPolicy.activeDeadlineSeconds` (now {}) or train less".format(
+            (shot.job.get("spec", {}).get("runPolicy") or {}).get("activeDeadlineSeconds"))
+               if "deadline" in said else "the failed replica's finding has its exit code and log lines")
         yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", cond.get("reason") or "Failed", cond.get("message") or "the job failed",
-                        "the failed replica's finding above has its exit code and log; with "
-                        "`runPolicy.activeDeadlineSeconds` reached, raise it or train less")
+                        fix)
     policy = shot.job.get("spec", {}).get("runPolicy") or {}
     if policy.get("suspend") and not (shot.job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
         yield Diagnosis(WARNING, f"PyTorchJob/{shot.name}", "Suspended", "the job is suspended, so it has no pods",

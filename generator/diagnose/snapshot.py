@@ -83,14 +83,22 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     from generator.errors import UserError
 
     job = api.get_job(c, name)
+    if job is not None:
+        job.get("metadata", {}).pop("managedFields", None)
     if job is None:
         raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}; list them with "
                         f"`kubectl get pytorchjobs -n {c.namespace}`")
-    serialize = c.core.api_client.sanitize_for_serialization
+    def serialize(obj) -> dict:
+        plain = c.core.api_client.sanitize_for_serialization(obj)
+        plain.get("metadata", {}).pop("managedFields", None)  # who wrote which field: noise here
+        return plain
+
     shot = Snapshot(job=job, now=stamp())
     shot.pods = [serialize(p) for p in api.pods(c, name)]
     events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
-    shot.events = [serialize(e) for e in events]
+    mine = {("PyTorchJob", name), ("PodGroup", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
+    shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
+                   or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")]
     nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
     shot.nodes = None if nodes is None else [_node_summary(serialize(n)) for n in nodes]
     services = _optional(lambda: c.core.list_namespaced_service(c.namespace, _request_timeout=c.request_timeout).items)

@@ -151,8 +151,22 @@ def load_documents(path: str) -> list:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """All or nothing: a temp file beside the target, fsync, rename."""
-    target = Path(path)
+    """All or nothing: a temp file beside the target, fsync, rename. A symlink is written
+    through (the link stays), an existing file keeps its mode, a new one gets the umask's, and
+    anything that is not a regular file is refused rather than replaced."""
+    import stat
+
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file():
+        kind = "a directory" if target.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise UserError([Finding("", f"is {kind}, so it is not replaced",
+                                 hint="name a file to write, or leave out -o to print to stdout")], source=path)
+    if target.exists():
+        mode = stat.S_IMODE(target.stat().st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -160,6 +174,7 @@ def write_atomic(path: str, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

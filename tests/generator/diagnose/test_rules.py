@@ -84,7 +84,11 @@ def test_insufficient_gpus_names_every_pending_pod_once_and_the_gpus_value():
     pending = [pod(n, r, "Pending", statuses=[], conditions=unschedulable(message),
                    spec={"containers": [{"name": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]})
                for n, r in (("mnist-master-0", "Master"), ("mnist-worker-0", "Worker"), ("mnist-worker-1", "Worker"))]
-    findings = rules.diagnose(shot(job=job(gpus=2), pods=pending))
+    # The operator repeats each pod's condition as a Warning on the job; it is the same cause.
+    echoes = [event("PyTorchJob", "mnist", "Unschedulable", f"Error pod {p['metadata']['name']} condition message: {message}")
+              for p in pending]
+    findings = rules.diagnose(shot(job=job(gpus=2), pods=pending, events=echoes))
+    assert len(findings) == 1
     top = findings[0]
     assert (top.severity, top.reason) == ("error", "Insufficient nvidia.com/gpu")
     assert top.object == "Pod/mnist-master-0 (and 2 more: mnist-worker-0, mnist-worker-1)"
