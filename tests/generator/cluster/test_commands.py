@@ -248,3 +248,18 @@ def test_wait_and_status_tell_why_a_job_has_not_started(api, values_file, monkey
     assert code == 0 and "\ndiagnose: error: Pod/mnist-master-0: ImagePullBackOff" in out
     code, out, _ = run("status", "mnist", "--format", "json")
     assert json.loads(out)["diagnosis"]["reason"] == "ImagePullBackOff"
+
+
+def test_logs_follow_tells_why_a_job_has_not_started(api, values_file, monkeypatch):
+    from generator.diagnose import hint
+
+    monkeypatch.setattr(hint, "STUCK_SECONDS", 0.0)
+    assert run("submit", values_file)[0] == 0
+    api.add_pod(NS, "mnist", "Master", 0, phase="Pending", waiting="ErrImagePull")
+    later(2.0, api.set_condition, NS, "mnist", "Failed")  # ends the follow
+    later(2.0, api.update_pod, NS, "mnist-master-0", "Failed", {"terminated": {"exitCode": 1, "reason": "Error"}})
+    later(2.5, api.close_log, NS, "mnist-master-0")
+    code, _, err = run("logs", "mnist", "--follow")
+    assert code == 0
+    assert "pytorchjob mnist has not started running after 0s; `diagnose mnist` says:" in err
+    assert "error: Pod/mnist-master-0: ErrImagePull" in err

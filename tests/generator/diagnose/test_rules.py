@@ -253,3 +253,33 @@ def test_json_is_a_stable_list_of_findings():
     data = json.loads(report.as_json(rules.diagnose(shot(pods=pending))))
     assert [sorted(d) for d in data] == [["fix", "message", "object", "reason", "severity"]]
     assert data[0]["reason"] == "Insufficient memory" and "`resources.requests.memory` (each pod asks for 4Gi" in data[0]["fix"]
+
+
+def test_an_unbound_claim_names_its_storage_class():
+    message = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: not eligible"
+    pending = [pod("mnist-master-0", "Master", "Pending", statuses=[], conditions=unschedulable(message),
+                   spec={"volumes": [{"name": "output", "persistentVolumeClaim": {"claimName": "mnist-output"}}]})]
+    claim = {"spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd"}, "status": {"phase": "Pending"}}
+    said = event("PersistentVolumeClaim", "mnist-output", "ProvisioningFailed",
+                 'storageclass.storage.k8s.io "fast-ssd" not found')
+    findings = rules.diagnose(shot(pods=pending, claims={"mnist-output": claim}, events=[said]))
+    assert [f.reason for f in findings] == ["ClaimUnbound", "ProvisioningFailed"]
+    assert findings[1].message == 'claim mnist-output is Pending: storageclass.storage.k8s.io "fast-ssd" not found'
+    assert "set `output.storageClassName` (now fast-ssd)" in findings[1].fix
+
+
+def test_kueue_admitted_but_the_job_stays_suspended():
+    labelled = job(labels={"kueue.x-k8s.io/queue-name": "team-a"}, run_policy={"suspend": True})
+    workload = {"metadata": {"name": "pytorchjob-mnist-3c6f1"}, "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue team"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}]}}
+    found = only(rules.diagnose(shot(job=labelled, pods=[], workload=workload)), "AdmittedButSuspended")
+    assert found.severity == "warning" and "Kueue has not resumed it" in found.message
+
+
+def test_a_missing_config_map_volume():
+    j = job()
+    j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"] = [
+        {"name": "settings", "configMap": {"name": "train-settings"}}]
+    found = only(rules.diagnose(shot(job=j, config_maps={"train-settings": False})), "ConfigMapNotFound")
+    assert found.object == "ConfigMap/train-settings" and "volume settings of the Worker pods" in found.message
