@@ -31,6 +31,14 @@ def image_option(fn):
                              "repeatable.")(fn)
 
 
+CHARTS = ("pytorchjob", "pytorch-operator")
+
+
+def chart_option(fn):
+    return click.option("--chart", type=click.Choice(CHARTS), default="pytorchjob", show_default=True,
+                        help="Which chart the values are for: the job's or the operator's.")(fn)
+
+
 def output_option(fn):
     return click.option("-o", "--output", metavar="FILE",
                         help="Write to this file (atomically) instead of stdout.")(fn)

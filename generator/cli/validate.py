@@ -6,17 +6,20 @@ import sys
 
 import click
 
-from generator.cli.common import format_option, legacy_output_format, release_option
+from generator.cli.common import chart_option, format_option, legacy_output_format, release_option
 from generator.errors import UserError
 
 
 @click.command("validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @release_option
+@chart_option
 @format_option
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
-def command(files, release, fmt, output) -> None:
-    """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply."""
+def command(files, release, chart, fmt, output) -> None:
+    """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply.
+
+    With --chart pytorch-operator, check values for the operator chart instead."""
     from generator.cli.common import emit
     from generator.job import validation
 
@@ -24,7 +27,7 @@ def command(files, release, fmt, output) -> None:
     report, lines = [], []
     for path in files:
         try:
-            findings = validation.check_file(path, release)
+            findings = validation.check_file(path, release, chart)
         except UserError as exc:  # the file could not be read as YAML: its error names the file already
             findings = exc.findings
         report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})

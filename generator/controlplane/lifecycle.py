@@ -36,10 +36,11 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
     if values_file:  # every value checked by the chart's schema before anything starts
-        from generator import helm, paths
-        from generator.job import values_io
+        from generator.job import validation, values_io
 
-        helm.render(paths.OPERATOR_CHART, values_io.load_mapping(values_file), "training-operator", "kubeflow")
+        findings = validation.check_operator_values(values_io.load_mapping(values_file), "training-operator").findings
+        if findings:
+            raise UserError(findings, source=values_file)
     try:
         network.check()
     except network.NetworkError as exc:

@@ -1,9 +1,11 @@
-"""values.schema.json through jsonschema, each error turned into a Finding with a fix."""
+"""A chart's values.schema.json through jsonschema, each error turned into a Finding with a fix
+(the job chart's unless told; the operator chart's for operator values)."""
 from __future__ import annotations
 
 import difflib
 import functools
 import json
+from pathlib import Path
 
 from generator import paths
 from generator.errors import Finding
@@ -11,15 +13,15 @@ from generator.job import quantity
 
 
 @functools.cache
-def schema() -> dict:
-    return json.loads(paths.SCHEMA.read_text())
+def schema(chart: Path = paths.JOB_CHART) -> dict:
+    return json.loads((chart / "values.schema.json").read_text())
 
 
 @functools.cache
-def _validator():
+def _validator(chart: Path = paths.JOB_CHART):
     import jsonschema
 
-    return jsonschema.Draft7Validator(schema())
+    return jsonschema.Draft7Validator(schema(chart))
 
 
 def _path(error) -> str:
@@ -32,15 +34,15 @@ def _path(error) -> str:
     return ".".join(parts)
 
 
-def _resolve(node: dict) -> dict:
+def _resolve(node: dict, root: dict) -> dict:
     while "$ref" in node:
-        node = schema()["definitions"][node["$ref"].rsplit("/", 1)[1]]
+        node = root["definitions"][node["$ref"].rsplit("/", 1)[1]]
     return node
 
 
-def _finding(error) -> list[Finding]:
+def _finding(error, root: dict) -> list[Finding]:
     path = _path(error)
-    node = _resolve(error.schema) if isinstance(error.schema, dict) else {}
+    node = _resolve(error.schema, root) if isinstance(error.schema, dict) else {}
     value = error.instance
     kind = error.validator
     if kind == "additionalProperties":
@@ -83,13 +85,13 @@ def _finding(error) -> list[Finding]:
     return [Finding(path, error.message, None)]
 
 
-def check(values: dict) -> list[Finding]:
+def check(values: dict, chart: Path = paths.JOB_CHART) -> list[Finding]:
     """Every schema violation in coalesced values, in path order, deduplicated."""
     findings: list[Finding] = []
-    for error in sorted(_validator().iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
+    for error in sorted(_validator(chart).iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
         if error.validator == "if":
             continue
-        findings += _finding(error)
+        findings += _finding(error, schema(chart))
     seen, unique = set(), []
     for f in findings:
         key = (f.path, f.message)

@@ -36,6 +36,22 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
                    rendered, objects)
 
 
+def check_operator_values(user: dict, release: str = "training", namespace: str = "kubeflow") -> Checked:
+    """Values for charts/pytorch-operator: every schema problem at once, then the chart's own
+    guards as Helm renders it."""
+    import yaml
+
+    base = yaml.safe_load((paths.OPERATOR_CHART / "values.yaml").read_text())
+    findings = schema.check(defaults.coalesce(user, base), paths.OPERATOR_CHART)
+    if findings:
+        return Checked(findings)
+    try:
+        rendered = helm.render(paths.OPERATOR_CHART, user, release, namespace)
+    except UserError as exc:
+        return Checked(exc.findings)
+    return Checked([], rendered, helm.objects(rendered))
+
+
 def _blame(finding: Finding, values: dict, release: str) -> Finding:
     """The chart's own fail() guards say job.name; name what the user actually wrote instead."""
     if finding.path != "job.name" or values["job"].get("name"):
@@ -53,11 +69,14 @@ def check_manifest(job: dict) -> list[Finding]:
     return admission.check_objects([job]) or importer.kubernetes_findings(job)
 
 
-def check_file(path: str, release: str = "release") -> list[Finding]:
-    """A values file or a PyTorchJob manifest, told apart by their content."""
+def check_file(path: str, release: str = "release", chart: str = "pytorchjob") -> list[Finding]:
+    """A values file or a PyTorchJob manifest, told apart by their content; with chart
+    "pytorch-operator", values for the operator chart."""
     from generator.job import source
 
     documents = values_io.load_documents(path)
+    if chart == "pytorch-operator":
+        return check_operator_values(values_io.mapping_of(documents, path), release).findings
     if source.is_manifest(documents):
         return check_manifest(source.pick(documents, path))
     return check_values(values_io.mapping_of(documents, path), release).findings

@@ -51,3 +51,18 @@ def test_release_name_too_long_for_pod_names(tmp_path):
     code, _, err = run("render", str(values), "--release", "x" * 50)
     assert code == 1 and "leaves no room for the pod name" in err
 
+
+
+def test_render_the_operator_chart_like_helm_template(tmp_path):
+    values = tmp_path / "operator.yaml"
+    values.write_text("leaderElection: true\n")
+    code, out, err = run("render", "--chart", "pytorch-operator", str(values), "--release", "training",
+                         "--namespace", "kubeflow")
+    assert code == 0, err
+    deployment = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment")
+    assert deployment["metadata"]["name"] == "training-pytorch-operator"
+    assert "--leader-elect" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"# the same with helm: helm template training charts/pytorch-operator -f {values} -n kubeflow" in err
+    values.write_text("replicas: 0\n")
+    code, out, err = run("render", "--chart", "pytorch-operator", str(values))
+    assert code == 1 and out == "" and "replicas: must be at least 1" in err

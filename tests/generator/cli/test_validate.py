@@ -181,3 +181,23 @@ def test_values_from_stdin_are_read_once_and_checked(tmp_path):
 def test_hostile_yaml_is_refused_before_it_is_built(tmp_path, text, message, command):
     code, out, err = run(command, write(tmp_path, text))
     assert code == 1 and message in err and "Traceback" not in err and out == ""
+
+
+def test_operator_values_get_every_problem_at_once_with_a_fix(tmp_path):
+    values = tmp_path / "operator.yaml"
+    values.write_text('replicas: "x"\nreplicaz: 2\nwatchNamespace: Bad_NS\n')
+    code, out, err = run("validate", "--chart", "pytorch-operator", str(values))
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        f"{values}: 3 problems:",
+        "  - replicaz: is not a known key; did you mean 'replicas'?",
+        "  - replicas: must be an integer (got 'x'); write an integer",
+        "  - watchNamespace: is not in the expected form (got 'Bad_NS'); must match ^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"]
+    # The job chart's keys are not offered for the operator's values.
+    assert "topology" not in err
+
+
+def test_operator_values_pass_through_the_charts_own_guards(tmp_path):
+    values = tmp_path / "operator.yaml"
+    values.write_text("leaderElection: true\n")
+    assert run("validate", "--chart", "pytorch-operator", str(values)) == (0, f"{values}: valid\n", "")
