@@ -192,7 +192,8 @@ def test_operator_values_get_every_problem_at_once_with_a_fix(tmp_path):
         f"{values}: 3 problems:",
         "  - replicaz: is not a known key; did you mean 'replicas'?",
         "  - replicas: must be an integer (got 'x'); write an integer",
-        "  - watchNamespace: is not in the expected form (got 'Bad_NS'); must match ^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$"]
+        "  - watchNamespace: is not in the expected form (got 'Bad_NS'); use a namespace name (lower-case letters, digits "
+        "and '-', at most 63), or leave it empty to watch every namespace"]
     # The job chart's keys are not offered for the operator's values.
     assert "topology" not in err
 
