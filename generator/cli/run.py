@@ -32,9 +32,20 @@ def command(file, release, namespace, run_dir, dry_run, aliases) -> None:
     if dry_run:
         return
     runner = local_runner.Runner(plan)
+    signals: list[int] = []
+
+    def stop(signum, _frame) -> None:
+        click.echo("killing the replicas now" if signals else
+                   f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
+                   err=True)
+        signals.append(signum)
+        runner.request_stop(f"stopped by {signal.Signals(signum).name}")
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: runner.request_stop(f"stopped by {signal.Signals(signum).name}"))
+        signal.signal(sig, stop)
     outcome = runner.run()
     click.echo(local_runner.summary(outcome, plan), err=True)
+    if signals:  # as a shell reports a command a signal ended: 130 for Ctrl-C
+        sys.exit(128 + signals[0])
     if not outcome.succeeded:
         sys.exit(1)

@@ -89,6 +89,13 @@ class Process:
             except ProcessLookupError:
                 pass
 
+    def kill_group(self) -> None:
+        """SIGKILL to every member, the leader alive or not: a second Ctrl-C."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def wait(self, timeout: float | None = None) -> int | None:
         try:
             return exit_code(self.proc.wait(timeout))

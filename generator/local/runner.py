@@ -117,6 +117,12 @@ class Runner:
 
     # -- the operator's loop --------------------------------------------------------------
     def request_stop(self, why: str) -> None:
+        """The first request stops the replicas with their grace period; a second kills them now."""
+        if self.stop_requested:
+            for state in self.states:
+                if state.proc:
+                    state.proc.kill_group()
+            return
         self.stop_requested = why
 
     def run(self) -> Outcome:

@@ -216,7 +216,27 @@ def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
             break
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 1 and "stopped by SIGINT" in err and "Traceback" not in err
+    assert proc.returncode == 130 and "stopped by SIGINT" in err and "Traceback" not in err
+    assert "Ctrl-C again kills them now" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_a_second_ctrl_c_kills_replicas_that_ignore_sigterm(tmp_path):
+    stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                "time.sleep(120)")
+    body, marker = local_jobs.job("stubborn", stubborn)
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.rstrip().endswith("| up"):
+            break
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 8  # not the 10 s grace period
+    assert proc.returncode == 130 and "killing the replicas now" in err
     assert local_jobs.alive(marker) == []
 
 
