@@ -9,6 +9,8 @@ from generator.job import quantity
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ROLES = ("Master", "Worker")
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
@@ -183,6 +185,24 @@ def _check_pod(template: object, base: str, role: str) -> list[Finding]:
             number = port.get("containerPort") if isinstance(port, dict) else None
             if not isinstance(number, int) or not 1 <= number <= 65535:
                 out.append(Finding(f"{cpath}.ports[{j}].containerPort", "is not a TCP port", number, "use 1-65535"))
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            for key in ("subPath", "subPathExpr"):
+                value = mount.get(key) if isinstance(mount, dict) else None
+                if isinstance(value, str) and value and (value.startswith("/") or ".." in value.split("/")):
+                    out.append(Finding(f"{cpath}.volumeMounts[{j}].{key}", "must be a relative path inside the volume",
+                                       value, "drop the leading / and every '..': Kubernetes refuses both"))
+    for i, volume in enumerate(pod.get("volumes") or []):
+        if not isinstance(volume, dict):
+            continue
+        vpath = f"{base}.spec.volumes[{i}]"
+        if not isinstance(volume.get("name"), str) or not DNS_LABEL.match(volume["name"]):
+            out.append(Finding(f"{vpath}.name", "is not a DNS label", volume.get("name"),
+                               "use lower-case letters, digits and '-', at most 63, as Kubernetes requires"))
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") if isinstance(
+            volume.get("persistentVolumeClaim"), dict) else None
+        if claim is not None and (not isinstance(claim, str) or not DNS_SUBDOMAIN.match(claim)):
+            out.append(Finding(f"{vpath}.persistentVolumeClaim.claimName", "is not a claim name", claim,
+                               "use the name of a PersistentVolumeClaim: lower-case letters, digits, '-' and '.'"))
     return out
 
 

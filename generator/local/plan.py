@@ -114,6 +114,11 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
                 else:  # emptyDir, configMap, ...: a folder of this pod's own
                     folder = run_dir / "pods" / replica / mount["name"]
                 mounts[mount["mountPath"]] = folder / mount.get("subPath", "") if mount.get("subPath") else folder
+                if not mounts[mount["mountPath"]].resolve().is_relative_to(run_dir.resolve()):
+                    problems.append(Finding(f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].volumeMounts",
+                                            f"maps {mount['mountPath']} outside {run_dir} (through a symlink or '..')",
+                                            str(mounts[mount["mountPath"]].resolve()),
+                                            f"remove the symlink under {run_dir}, or use --run-dir elsewhere"))
             env: dict[str, str] = {}
             for j, item in enumerate(container.get("env") or []):
                 value = _env_value(item, f"{name}-{replica}", namespace, problems,

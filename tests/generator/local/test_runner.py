@@ -277,3 +277,25 @@ def test_an_image_this_machine_lacks_is_refused_as_on_the_process_node_unless_na
     assert "master-0 | ran from the mirror" in out + err
     code, _, err = run("run", path, "--image", "registry.example.com/ml/trainer=nginx")
     assert code == 2 and "write REPO=KNOWN, where KNOWN is one of ghcr.io/pytorchjob-kit/trainer" in err
+
+
+def test_volume_paths_never_leave_the_run_folder(tmp_path):
+    body, marker = local_jobs.job("escape", "print('ran')")
+    pod = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/opt/out", "subPath": "../../../etc"}]
+    pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "../results"}}]
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 1 and out == ""
+    assert "volumeMounts[0].subPath: must be a relative path inside the volume (got '../../../etc')" in err
+    assert "persistentVolumeClaim.claimName: is not a claim name (got '../results')" in err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "results").exists()
+    # A symlink planted in the run folder is not followed out of it.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results").symlink_to(outside)
+    pod["containers"][0]["volumeMounts"][0].pop("subPath")
+    pod["volumes"][0]["persistentVolumeClaim"]["claimName"] = "results"
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 1 and f"maps /opt/out outside {tmp_path / 'run'} (through a symlink or '..')" in err
+    assert list(outside.iterdir()) == []
