@@ -11,9 +11,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from generator.local import programs
 from generator.local.plan import Plan, Replica
 from generator.local.process import Process
 
+PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
 TAIL_LINES = 15
 COLOURS = ["36", "33", "35", "32", "34", "31"]
@@ -72,11 +74,17 @@ class Runner:
     # -- processes ------------------------------------------------------------------------
     def _start(self, state: State) -> None:
         r = state.replica
-        for folder in r.mounts.values():
-            folder.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            env.pop(name, None)
+        try:
+            for folder in r.mounts.values():
+                folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # as a kubelet's FailedMount: the job stops through the usual path
+            state.proc, state.status, state.exit_code = None, "Failed", None
+            state.tail.append(f"cannot make its volume folder: {exc}")
+            return
+        # The pod's env over the image's, as a container gets them; of this shell only what a
+        # node would also give (a home, a temp folder, the locale, the GPUs it may use).
+        env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
+        env.update(programs.of("trainer").env())
         env.update(r.env)
 
         def line(text: str) -> None:
@@ -179,7 +187,8 @@ class Runner:
         self._stop_all()
         state.status = "Failed"
         tail = "\n".join(f"    {line}" for line in state.tail) or "    (no output)"
-        reason = f"{state.replica.name} failed with exit code {state.exit_code} ({why}); its last lines:\n{tail}"
+        code = f" with exit code {state.exit_code}" if state.exit_code is not None else ""
+        reason = f"{state.replica.name} failed{code} ({why}); its last lines:\n{tail}"
         return Outcome(False, reason, self.states)
 
 

@@ -299,3 +299,26 @@ def test_volume_paths_never_leave_the_run_folder(tmp_path):
     code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
     assert code == 1 and f"maps /opt/out outside {tmp_path / 'run'} (through a symlink or '..')" in err
     assert list(outside.iterdir()) == []
+
+
+def test_a_volume_folder_that_cannot_be_made_stops_the_job_cleanly(tmp_path):
+    sleeper = "import time; print('up', flush=True); time.sleep(60)"
+    body, marker = local_jobs.job("mkfail", sleeper, "print('never')", workers=1)
+    pod = body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/out"}]
+    pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "results"}}]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results").write_text("a file where the claim's folder goes")
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 1 and "Traceback" not in err and "internal error" not in err
+    assert "worker-0 failed (could not start); its last lines:\n    cannot make its volume folder:" in err
+    assert local_jobs.alive(marker) == []
+
+
+def test_replicas_get_the_pods_env_not_this_shells(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHELL_ONLY_SECRET", "do-not-leak")
+    code = "import os; print('leak=' + os.environ.get('SHELL_ONLY_SECRET', 'none'), 'home=' + str('HOME' in os.environ))"
+    body, marker = local_jobs.job("envcheck", code)
+    code_, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code_ == 0, err
+    assert "master-0 | leak=none home=True" in out + err
