@@ -32,6 +32,9 @@ def command(file, release, namespace, run_dir, dry_run, aliases) -> None:
     if dry_run:
         return
     runner = local_runner.Runner(plan)
+    previous = runner.fresh_disks()
+    if previous:
+        click.echo(f"note: pods start with fresh disks: the last run's pod folders are now in {previous}", err=True)
     signals: list[int] = []
 
     def stop(signum, _frame) -> None:

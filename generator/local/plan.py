@@ -30,6 +30,9 @@ class Replica:
     mounts: dict[str, Path] = field(default_factory=dict)  # container path -> local folder
 
 
+DISKS = "pods"  # under the run folder: what dies with a pod on a cluster
+
+
 @dataclass
 class Plan:
     job: str
@@ -38,6 +41,11 @@ class Plan:
     backoff_limit: int | None
     active_deadline: int | None
     notes: list[str]
+
+    @property
+    def disks(self) -> Path:
+        """Each pod's own folders (emptyDirs, its container disk's outputs): fresh for every run."""
+        return self.run_dir / DISKS
 
     @property
     def has_master(self) -> bool:
@@ -112,7 +120,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
                 if claim:
                     folder = shared.setdefault(claim, run_dir / claim)
                 else:  # emptyDir, configMap, ...: a folder of this pod's own
-                    folder = run_dir / "pods" / replica / mount["name"]
+                    folder = run_dir / DISKS / replica / mount["name"]
                 mounts[mount["mountPath"]] = folder / mount.get("subPath", "") if mount.get("subPath") else folder
                 if not mounts[mount["mountPath"]].resolve().is_relative_to(run_dir.resolve()):
                     problems.append(Finding(f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].volumeMounts",
@@ -129,7 +137,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
                 notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
             command = container.get("command") or []
             argv = [map_path(a, mounts) for a in container_argv(command, container.get("args") or [])]
-            own_output(env, command, list(mounts.values()), run_dir / "pods" / replica / "output")
+            own_output(env, command, list(mounts.values()), run_dir / DISKS / replica / "output")
             env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
             replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))
             rank += 1

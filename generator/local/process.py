@@ -13,6 +13,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0  # the kubelet's crash-loop back-off
+
+
+def backoff(previous: float, restarts: int, ran: float) -> float:
+    """Seconds before the next restart, as the kubelet waits: the first restart at once, then
+    10 s doubling up to 5 minutes; a run that lasted 10 minutes starts the count again."""
+    if ran > BACKOFF_RESET or restarts == 0:
+        return 0.0
+    return max(BACKOFF_START, min(BACKOFF_MAX, previous * 2 or BACKOFF_START))
+
 ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
 
 

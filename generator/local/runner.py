@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from generator.local import programs
 from generator.local.plan import Plan, Replica
-from generator.local.process import Process
+from generator.local.process import Process, backoff
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
 TAIL_LINES = 15
+SAME_FAILURES = 5  # without a backoffLimit, this many identical failures in a row stop the job
 COLOURS = ["36", "33", "35", "32", "34", "31"]
 
 
@@ -30,6 +33,10 @@ class State:
     exit_code: int | None = None
     wall: float = 0.0
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    delay: float = 0.0  # the crash-loop back-off before its next start
+    next_start: float | None = None  # set while it waits out the back-off
+    same: int = 0  # failures in a row that ended alike
+    last_failure: tuple = ()
 
 
 @dataclass
@@ -133,6 +140,20 @@ class Runner:
             return
         self.stop_requested = why
 
+    def fresh_disks(self) -> Path | None:
+        """As a new pod starts with empty disks: the last run's pod folders move to pods.previous
+        (one run kept, for a look back); claims' folders stay, as claims do."""
+        disks = self.plan.disks
+        if not disks.exists() and not disks.is_symlink():
+            return None
+        previous = disks.with_name(disks.name + ".previous")
+        if previous.is_symlink() or previous.is_file():
+            previous.unlink()
+        elif previous.exists():
+            shutil.rmtree(previous)
+        disks.rename(previous)
+        return previous
+
     def run(self) -> Outcome:
         job_start = time.monotonic()
         restarts_total = 0
@@ -148,11 +169,15 @@ class Runner:
                 return Outcome(False, f"DeadlineExceeded: the job ran longer than activeDeadlineSeconds={deadline}",
                                self.states)
             for state in self.states:
+                if state.next_start is not None and time.monotonic() >= state.next_start:
+                    state.next_start = None
+                    self._start(state)
                 if state.status != "Running" or state.proc.poll() is None:
                     if state.status == "Failed" and state.proc is None:
                         return self._fail(state, "could not start")
                     continue
                 code = state.proc.poll()
+                ran = time.monotonic() - state.proc.started
                 self._finish(state, "Succeeded" if code == 0 else "Failed")
                 code = state.exit_code
                 if code != 0 and retryable(state.replica.restart_policy, code):
@@ -160,11 +185,20 @@ class Runner:
                     if limit is not None and restarts_total >= limit:
                         return self._fail(state, f"BackoffLimitExceeded: {restarts_total} restart(s) used, "
                                                  f"runPolicy.backoffLimit is {limit}")
+                    failure = (code, state.tail[-1] if state.tail else "")
+                    state.same = state.same + 1 if failure == state.last_failure else 1
+                    state.last_failure = failure
+                    if limit is None and state.same >= SAME_FAILURES:
+                        return self._fail(state, f"it failed {state.same} times in a row the same way; a cluster would "
+                                                 "keep restarting it: fix the cause, or set runPolicy.backoffLimit to "
+                                                 "choose how many restarts a run gets")
                     restarts_total += 1
                     state.restarts += 1
+                    state.delay = backoff(state.delay, state.restarts - 1, ran)
                     self._emit(state, f"exited with code {code}; restarting (restartPolicy "
-                                      f"{state.replica.restart_policy}, restart {state.restarts})")
-                    self._start(state)
+                                      f"{state.replica.restart_policy}, restart {state.restarts}"
+                                      + (f", back-off {state.delay:g}s)" if state.delay else ")"))
+                    state.status, state.next_start = "BackOff", time.monotonic() + state.delay
                     continue
                 if code != 0:
                     why = {"Never": "restartPolicy Never", "ExitCode": f"exit code {code} is permanent under restartPolicy ExitCode"}

@@ -18,9 +18,8 @@ from generator.controlplane.kubelet import runtime
 from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
 from generator.controlplane.kubelet.volumes import MountError, Volumes
 from generator.local import programs
-from generator.local.process import Process
+from generator.local.process import BACKOFF_START, Process, backoff
 
-BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0  # the kubelet's crash-loop back-off
 REFRESH_SECONDS = 2.0  # Secret, ConfigMap and token volumes follow the API this often
 DEFAULT_GRACE = 30
 SHUTDOWN_GRACE = 5.0  # each container's grace when the node itself stops
@@ -239,7 +238,7 @@ class PodWorker(threading.Thread):
             c.done = True
             return
         # The first restart comes at once; each crash after it waits twice as long, up to five minutes.
-        c.delay = 0.0 if ran > BACKOFF_RESET or c.restarts == 0 else max(BACKOFF_START, min(BACKOFF_MAX, c.delay * 2 or BACKOFF_START))
+        c.delay = backoff(c.delay, c.restarts, ran)
         c.next_start = time.monotonic() + c.delay
         if c.delay:
             c.last, c.state = c.state, {"waiting": {"reason": "CrashLoopBackOff", "message":

@@ -322,3 +322,42 @@ def test_replicas_get_the_pods_env_not_this_shells(tmp_path, monkeypatch):
     code_, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
     assert code_ == 0, err
     assert "master-0 | leak=none home=True" in out + err
+
+
+def test_a_rerun_starts_with_fresh_pod_disks_and_keeps_the_claims(tmp_path):
+    # Each run counts the files it finds in an emptyDir and in a claim (given as args, which the
+    # runner maps to folders), then adds one to each.
+    code = ("import os, sys; seen = [len(os.listdir(d)) for d in sys.argv[1:]]; print('seen', seen); "
+            "[open(os.path.join(d, 'f%d' % n), 'w').close() for d, n in zip(sys.argv[1:], seen)]")
+    body, _ = local_jobs.job("rerun", code)
+    pod = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    pod["containers"][0]["args"] = ["/scratch", "/shared"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"},
+                                            {"name": "shared", "mountPath": "/shared"}]
+    pod["volumes"] = [{"name": "scratch", "emptyDir": {}}, {"name": "shared", "persistentVolumeClaim": {"claimName": "data"}}]
+    path = local_jobs.write(tmp_path, body)
+    outputs = []
+    for _ in range(2):
+        code_, out, err = run("run", path, "--run-dir", str(tmp_path / "run"))
+        assert code_ == 0, err
+        outputs.append(out + err)
+    assert "master-0 | seen [0, 0]" in outputs[0]
+    assert "pods start with fresh disks: the last run's pod folders are now in" in outputs[1]
+    assert "master-0 | seen [0, 1]" in outputs[1]  # a fresh emptyDir, the same claim
+    assert (tmp_path / "run" / "pods.previous" / "master-0" / "scratch" / "f0").exists()
+
+
+def test_restarts_back_off_and_identical_failures_end_the_run(tmp_path, monkeypatch):
+    from generator.local import process
+
+    monkeypatch.setattr(process, "BACKOFF_START", 0.2)  # 10 s, doubling, as the kubelet
+    body, marker = local_jobs.job("crashloop", "import sys; print('bad config'); sys.exit(3)")
+    started = time.monotonic()
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    took = time.monotonic() - started
+    assert code == 1
+    assert "restart 1)" in out + err and "restart 2, back-off 0.2s)" in out + err and "restart 4, back-off 0.8s)" in out + err
+    assert "master-0 failed with exit code 3 (it failed 5 times in a row the same way" in err
+    assert "set runPolicy.backoffLimit" in err and "bad config" in err
+    assert 1.4 <= took < 30  # 0 + 0.2 + 0.4 + 0.8 of back-off, not a tight loop
+    assert local_jobs.alive(marker) == []
