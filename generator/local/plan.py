@@ -136,7 +136,9 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
             if container.get("envFrom"):
                 notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
             command = container.get("command") or []
-            argv = [map_path(a, mounts) for a in container_argv(command, container.get("args") or [])]
+            # Paths map before the interpreter is put in: a mount at /work must not move this machine's python.
+            argv = container_argv([map_path(a, mounts) for a in command],
+                                  [map_path(a, mounts) for a in container.get("args") or []])
             own_output(env, command, list(mounts.values()), run_dir / DISKS / replica / "output")
             env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
             replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))

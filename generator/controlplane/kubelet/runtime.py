@@ -92,7 +92,7 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     if program.mode == programs.HOST:
         # The trainer sees its volumes as folders named in its args and env, as under `generator run`.
         paths = {target: source for source, target, _ in mounts if target != SHM}
-        argv = [map_path(a, paths) for a in container_argv(argv[:1], argv[1:])]
+        argv = container_argv(*[[map_path(a, paths) for a in part] for part in (argv[:1], argv[1:])])
         env = {k: map_path(v, paths) for k, v in env.items()}
         own_output(env, container.get("command"), list(paths.values()), workdir.parent / "output")
         mounts = None

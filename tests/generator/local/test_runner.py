@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -361,3 +362,15 @@ def test_restarts_back_off_and_identical_failures_end_the_run(tmp_path, monkeypa
     assert "set runPolicy.backoffLimit" in err and "bad config" in err
     assert 1.4 <= took < 30  # 0 + 0.2 + 0.4 + 0.8 of back-off, not a tight loop
     assert local_jobs.alive(marker) == []
+
+
+def test_a_mount_at_a_prefix_of_this_interpreters_path_does_not_move_the_interpreter(tmp_path):
+    top = "/" + Path(sys.executable).parts[1]  # /work for a checkout under /work, /usr for a system python
+    body, _ = local_jobs.job("prefix", "import sys; print('args', sys.argv[1:])")
+    pod = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    pod["containers"][0]["args"] = [f"{top}/data"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "w", "mountPath": top}]
+    pod["volumes"] = [{"name": "w", "emptyDir": {}}]
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 0, err
+    assert f"master-0 | args ['{tmp_path / 'run' / 'pods' / 'master-0' / 'w' / 'data'}']" in out + err
