@@ -12,13 +12,17 @@ CONTAINER = "pytorch"
 POLL_SECONDS = 0.5
 
 
+class NoReplica(UserError):
+    """The replica asked for has no pod (yet)."""
+
+
 def _select(c, job: str, replica: str | None) -> list:
     found = cluster.pods(c, job)
     if replica:
         chosen = [p for p in found if cluster.replica_name(p) == replica]
         if not chosen:
             names = ", ".join(cluster.replica_name(p) for p in found) or "none yet"
-            raise UserError(f"--replica {replica}: no such pod in PyTorchJob {job} (replicas: {names}); "
+            raise NoReplica(f"--replica {replica}: no such pod in PyTorchJob {job} (replicas: {names}); "
                             "write ROLE-INDEX, e.g. master-0 or worker-1")
         return chosen
     return found
@@ -75,7 +79,7 @@ def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
         while True:
             try:
                 selected = _select(c, job, replica)
-            except UserError:
+            except NoReplica:
                 selected = []  # the replica's pod is not created yet: keep waiting for it
                 if not announced:
                     say(replica, "waiting for the pod to be created", err=True)
@@ -133,6 +137,9 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event) -> None
         except ApiException as exc:
             if exc.status == 404:
                 say(name, "pod deleted", err=True)
+                return
+            if exc.status in (401, 403):  # retrying cannot help: say why and stop following it
+                say(name, f"stopped following: {cluster.explain(exc, c, 'get', 'pods', pod_name).describe()}", err=True)
                 return
             time.sleep(POLL_SECONDS)
             continue

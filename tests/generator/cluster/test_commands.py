@@ -263,3 +263,16 @@ def test_logs_follow_tells_why_a_job_has_not_started(api, values_file, monkeypat
     assert code == 0
     assert "pytorchjob mnist has not started running after 0s; `diagnose mnist` says:" in err
     assert "error: Pod/mnist-master-0: ErrImagePull" in err
+
+
+def test_logs_follow_stops_on_a_refusal_instead_of_retrying_in_silence(api, values_file):
+    assert run("submit", values_file)[0] == 0
+    api.add_pod(NS, "mnist", "Master", 0)
+    api.forbidden.add(("list", "pods"))
+    code, _, err = run("logs", "mnist", "--follow")
+    assert code == 1 and 'cannot list resource "pods"' in err
+    api.forbidden.clear()
+    api.forbidden.add(("get", "pods"))
+    later(2.0, api.set_condition, NS, "mnist", "Succeeded")
+    code, _, err = run("logs", "mnist", "--follow")
+    assert code == 0 and "master-0 | stopped following:" in err and 'cannot get resource "pods"' in err
