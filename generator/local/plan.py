@@ -145,9 +145,54 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
             rank += 1
     if problems:
         raise UserError(problems, source=name)
+    for r in replicas:
+        notes += [f"{r.role}: {warning}" for warning in launch_warnings(r.argv)]
     run_policy = spec.get("runPolicy") or {}
     return Plan(name, run_dir, replicas, run_policy.get("backoffLimit"), run_policy.get("activeDeadlineSeconds"),
                 sorted(set(notes)))
+
+
+def launch_warnings(argv: list[str]) -> list[str]:
+    """What will make the trainer fail here before it trains: flags it does not take, and nccl
+    on a machine without NVIDIA GPUs."""
+    out = []
+    try:
+        start = argv.index("trainer") + 1 if argv[1:3] == ["-m", "trainer"] or "--module" in argv else None
+    except ValueError:
+        start = None
+    args = argv[start:] if start else []
+    if start:
+        problem = _trainer_rejects(args)
+        if problem:
+            out.append(f"the trainer will refuse its args ({problem}); see `python -m trainer --help`")
+    joined = " ".join(argv)
+    if ("--backend nccl" in joined or "--backend=nccl" in joined) and not _has_nvidia_gpu():
+        out.append("--backend nccl needs NVIDIA GPUs and this machine has none, so every rank will fail; to try the job "
+                   "here set `topology.backend: gloo` in its values (or make them with --gpus 0)")
+    return out
+
+
+def _trainer_rejects(args: list[str]) -> str:
+    import argparse
+
+    from trainer.config import parser
+
+    p = parser()
+
+    def refuse(message: str):
+        raise ValueError(message)
+
+    p.error = refuse  # argparse would print and exit
+    try:
+        _, unknown = p.parse_known_args(args)
+    except (ValueError, argparse.ArgumentError) as exc:
+        return str(exc)
+    return f"unrecognized arguments: {' '.join(unknown)}" if unknown else ""
+
+
+def _has_nvidia_gpu() -> bool:
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return gpus.is_dir() and any(gpus.iterdir())
 
 
 def _check_image(image: str, aliases: dict[str, str] | None, where: str, problems: list[Finding]) -> None:

@@ -374,3 +374,18 @@ def test_a_mount_at_a_prefix_of_this_interpreters_path_does_not_move_the_interpr
     code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
     assert code == 0, err
     assert f"master-0 | args ['{tmp_path / 'run' / 'pods' / 'master-0' / 'w' / 'data'}']" in out + err
+
+
+def test_dry_run_warns_of_what_the_trainer_will_refuse_here(tmp_path, monkeypatch):
+    from generator.local import plan
+
+    monkeypatch.setattr(plan, "_has_nvidia_gpu", lambda: False)
+    values = tmp_path / "bert.yaml"
+    values.write_text("job: {name: bert}\ntopology: {workers: 1}\nresources: {gpus: 1}\nargs: [--dir=/data, --epochs, '2']\n")
+    code, out, err = run("run", str(values), "--dry-run")
+    assert code == 0 and "--backend nccl --dir=/data --epochs 2" in out
+    assert "note: Master: the trainer will refuse its args (unrecognized arguments: --dir=/data)" in err
+    assert "note: Worker: --backend nccl needs NVIDIA GPUs and this machine has none" in err
+    values.write_text("job: {name: bert}\ntopology: {workers: 1}\nargs: [--epochs, '2']\n")
+    code, out, err = run("run", str(values), "--dry-run")
+    assert code == 0 and "note:" not in err
