@@ -205,6 +205,11 @@ INVALID = [
     ({"output": {"mountPath": "relative/path"}}, "output.mountPath"),
     ({"shm": {"sizeLimit": "-1Gi"}}, "shm.sizeLimit"),
     ({"tolerations": [{"key": "a", "effect": "Sometimes"}]}, "tolerations.0.effect"),
+    # Unknown keys inside list items, and a digest that is not a whole sha256.
+    ({"tolerations": [{"key": "a", "efect": "NoSchedule"}]}, "tolerations.0"),
+    ({"master": {"tolerations": [{"key": "a", "operater": "Exists"}]}}, "master.tolerations.0"),
+    ({"env": [{"name": "A", "valu": "x"}]}, "env.0"),
+    ({"image": {"digest": "sha256:abc"}}, "image.digest"),
     ({"runPolicy": {"cleanPodPolicy": "Some"}}, "runPolicy.cleanPodPolicy"),
     ({"runPolicy": {"ttlSecondsAfterFinished": -5}}, "runPolicy.ttlSecondsAfterFinished"),
     ({"runPolicy": {"backoffLimit": -1}}, "runPolicy.backoffLimit"),
