@@ -280,3 +280,11 @@ def test_values_documented_and_readme_table_current():
 def test_helm_lint_strict_is_clean(chart):
     from tests.support.lint import helm_lint
     assert helm_lint(chart) == []
+
+
+def test_the_readmes_private_registry_overrides_are_the_tested_scenario():
+    from tests.support import scenarios
+
+    readme = (paths.OPERATOR_CHART / "README.md").read_text()
+    block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == (scenarios.DIR / "pytorch-operator" / "private-registry.yaml").read_text()
