@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 IMAGE ?= ghcr.io/pytorchjob-kit/trainer
 VARIANT ?= cpu
+# The chart's appVersion tags the image: <version> for the CPU build, <version>-cuda for the GPU one.
+VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/pytorchjob/Chart.yaml)
 
 .PHONY: venv test e2e lint golden docs demo bench image clean
 
@@ -63,7 +65,7 @@ $(VENV)/torchx/bin/torchx:
 	$(VENV)/torchx/bin/pip install --quiet torchx kubernetes
 
 image:
-	docker build -f trainer/Dockerfile --build-arg VARIANT=$(VARIANT) -t $(IMAGE):$(VARIANT) .
+	docker build -f trainer/Dockerfile --build-arg VARIANT=$(VARIANT) -t $(IMAGE):$(VERSION)$(if $(filter gpu,$(VARIANT)),-cuda,) .
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info .pytest_cache .hypothesis

@@ -216,7 +216,7 @@ def world_size(job: dict) -> int:
 
 # Rules beyond the webhook's: what makes a job that is admitted but cannot work as meant.
 
-def _pytorch_container(rspec: dict) -> dict:
+def pytorch_container(rspec: dict) -> dict:
     containers = (((rspec.get("template") or {}).get("spec") or {}).get("containers") or [])
     return next((c for c in containers if isinstance(c, dict) and c.get("name") == "pytorch"), {})
 
@@ -224,7 +224,7 @@ def _pytorch_container(rspec: dict) -> dict:
 def pod_gpus(rspec: dict, gpu_resource: str = "") -> int:
     """GPUs of one replica's pods: the limit of a */gpu extended resource (for extended
     resources the limit is what counts; a request without one is refused on its own)."""
-    limits = (_pytorch_container(rspec).get("resources") or {}).get("limits") or {}
+    limits = (pytorch_container(rspec).get("resources") or {}).get("limits") or {}
     for name, value in limits.items():
         if name == gpu_resource or name.endswith("/gpu"):
             try:
@@ -236,7 +236,7 @@ def pod_gpus(rspec: dict, gpu_resource: str = "") -> int:
 
 def backend(rspec: dict) -> str:
     """The backend the trainer is told to use (`--backend X` in the container's args), or ""."""
-    args = [str(a) for a in (_pytorch_container(rspec).get("args") or [])]
+    args = [str(a) for a in (pytorch_container(rspec).get("args") or [])]
     for i, arg in enumerate(args):
         if arg == "--backend" and i + 1 < len(args):
             return args[i + 1]

@@ -150,7 +150,7 @@ def summary(user: dict, job: dict) -> str:
     ]
     chosen = []
     if not user.get("image", {}).get("repository"):
-        chosen.append(f"image {v['image']['repository']}:{v['image']['tag'] or defaults.app_version()}")
+        chosen.append(f"image {admission.pytorch_container(next(iter(specs.values())))['image']}")
     if not user.get("job", {}).get("name"):
         chosen.append("job name from the release (<release>-pytorchjob)")
     if "requests" not in user.get("resources", {}):

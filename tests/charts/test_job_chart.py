@@ -223,3 +223,20 @@ def test_template_checks_refuse_what_the_schema_cannot(values, message):
     with pytest.raises(UserError) as err:
         render(values)
     assert message in str(err.value)
+
+
+def test_gpu_pods_get_the_cuda_build_unless_a_tag_or_digest_is_given():
+    def images(values):
+        job, _ = render(values)
+        return {role: spec["template"]["spec"]["containers"][0]["image"]
+                for role, spec in job["spec"]["pytorchReplicaSpecs"].items()}
+
+    assert set(images({}).values()) == {"ghcr.io/pytorchjob-kit/trainer:0.1.0"}
+    assert set(images({"resources": {"gpus": 1}}).values()) == {"ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"}
+    # One image for every pod: GPU Workers make it the CUDA build for a CPU Master too.
+    assert set(images({"worker": {"resources": {"gpus": 2}}}).values()) == {"ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"}
+    assert set(images({"resources": {"gpus": 1}, "image": {"tag": "0.1.0"}}).values()) == {
+        "ghcr.io/pytorchjob-kit/trainer:0.1.0"}
+    digest = "sha256:" + "a" * 64
+    assert set(images({"resources": {"gpus": 1}, "image": {"digest": digest}}).values()) == {
+        f"ghcr.io/pytorchjob-kit/trainer@{digest}"}

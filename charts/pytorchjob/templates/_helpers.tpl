@@ -54,11 +54,22 @@ longest suffix within a 63-character DNS label.
 {{- $name -}}
 {{- end -}}
 
+{{/* The image: a digest wins, then a tag; with neither, the chart's appVersion, as its CUDA
+variant (<version>-cuda) when any pod has GPUs, since the CPU build carries no CUDA libraries. */}}
 {{- define "pytorchjob.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else if .Values.image.tag -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $gpus := 0 -}}
+{{- if .Values.topology.master -}}
+{{- $gpus = add $gpus (include "pytorchjob.roleGpus" (dict "root" . "role" "master") | int) -}}
+{{- end -}}
+{{- if gt (int .Values.topology.workers) 0 -}}
+{{- $gpus = add $gpus (include "pytorchjob.roleGpus" (dict "root" . "role" "worker") | int) -}}
+{{- end -}}
+{{- printf "%s:%s%s" .Values.image.repository .Chart.AppVersion (ternary "-cuda" "" (gt (int $gpus) 0)) -}}
 {{- end -}}
 {{- end -}}
 
