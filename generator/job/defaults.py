@@ -71,8 +71,3 @@ def overlay(desired: dict, base: dict | None = None) -> dict:
             out[key] = None
     return out
 
-
-@functools.cache
-def app_version() -> str:
-    """The chart's appVersion: the trainer image tag the chart defaults to."""
-    return str(_load((paths.JOB_CHART / "Chart.yaml").read_text())["appVersion"])
