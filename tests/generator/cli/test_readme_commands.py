@@ -1,0 +1,37 @@
+"""The README's generator examples, run as written (in a scratch folder beside the repository's
+tests/ and charts/): each exits 0 and writes the files it names."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+from tests.support import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def commands() -> list[str]:
+    section = README.split("## The generator", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    joined = block.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.startswith("python -m generator")]
+
+
+def test_the_readmes_generator_examples_run_as_written(tmp_path):
+    for folder in ("tests", "charts"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    ran = commands()
+    assert [shlex.split(c)[3] for c in ran] == ["values", "import", "validate", "render", "validate", "render"]
+    outputs = {}
+    for line in ran:
+        proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, f"{line}\n{proc.stderr}"
+        outputs[line] = proc
+    for name in ("bert.yaml", "tencent.yaml", "bert-manifests.yaml", "operator-manifests.yaml"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    report = json.loads(next(p.stdout for c, p in outputs.items() if "--format json" in c))
+    assert [(r["file"], r["valid"]) for r in report] == [("bert.yaml", True), ("tencent.yaml", True)]
