@@ -132,6 +132,14 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
 
     done = sh(install_operator)
     assert done.returncode == 0, done.stderr
+    # The operator chart's README checks the install with kubectl: those lines pass as written.
+    operator_readme = (ROOT / "charts" / "pytorch-operator" / "README.md").read_text()
+    install_block = re.search(r"## Install\n\n```console\n(.*?)```", operator_readme, re.S).group(1)
+    checks = [line for line in install_block.splitlines() if line.startswith("kubectl ")]
+    assert [c.split()[1:3] for c in checks] == [["wait", "--for=condition=Established"], ["-n", "kubeflow"]]
+    for line in checks:
+        checked = sh(line + " --timeout=180s", timeout=240)
+        assert checked.returncode == 0, line + "\n" + checked.stderr
     (first,) = wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready")
 
     done = sh(install_job)
