@@ -2,20 +2,10 @@
 double for what needs no node (a job without pods, a missing job)."""
 import json
 
-import pytest
 import yaml
 
 from tests.generator.diagnose.test_rules import pod, shot, unschedulable
 from tests.support.cli_helpers import run
-from tests.support.fake_kube_api import FakeKubeAPI
-
-
-@pytest.fixture
-def api(tmp_path, monkeypatch):
-    server = FakeKubeAPI().start()
-    monkeypatch.setenv("KUBECONFIG", server.kubeconfig(tmp_path / "kubeconfig"))
-    yield server
-    server.stop()
 
 
 def test_a_job_that_cannot_be_read_exits_2(api):

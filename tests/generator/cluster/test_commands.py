@@ -17,14 +17,6 @@ NS = "ml"
 
 
 @pytest.fixture
-def api(tmp_path, monkeypatch):
-    server = FakeKubeAPI().start()
-    monkeypatch.setenv("KUBECONFIG", server.kubeconfig(tmp_path / "kubeconfig"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def values_file(tmp_path):
     path = tmp_path / "values.yaml"
     path.write_text("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\n")
