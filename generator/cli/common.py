@@ -39,6 +39,15 @@ def chart_option(fn):
                         help="Which chart the values are for: the job's or the operator's.")(fn)
 
 
+def target_option(fn):
+    return click.option("--target", type=click.Choice(["v1", "v2"]), default=None,
+                        help="Render a v1 PyTorchJob or a Trainer v2 TrainJob (default: the values' target, v1).")(fn)
+
+
+def with_target(values: dict, target: str | None) -> dict:
+    return {**values, "target": target} if target else values
+
+
 def output_option(fn):
     return click.option("-o", "--output", metavar="FILE",
                         help="Write to this file (atomically) instead of stdout.")(fn)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from generator.cli.common import chart_option, emit, fail_if, output_option, release_option
+from generator.cli.common import chart_option, emit, fail_if, output_option, release_option, target_option, with_target
 
 
 @click.command("render")
@@ -11,8 +11,9 @@ from generator.cli.common import chart_option, emit, fail_if, output_option, rel
 @release_option
 @click.option("--namespace", default="default", show_default=True)
 @chart_option
+@target_option
 @output_option
-def command(values_file, release, namespace, chart, output) -> None:
+def command(values_file, release, namespace, chart, target, output) -> None:
     """Render the job's manifests (or the operator's, with --chart pytorch-operator) with the real Helm engine."""
     from generator import helm, paths
     from generator.job import validation, values_io
@@ -21,8 +22,9 @@ def command(values_file, release, namespace, chart, output) -> None:
     if chart == "pytorch-operator":
         checked, where = validation.check_operator_values(values, release, namespace), paths.OPERATOR_CHART
     else:
-        checked, where = validation.check_values(values, release, namespace), paths.JOB_CHART
+        checked, where = validation.check_values(with_target(values, target), release, namespace), paths.JOB_CHART
     fail_if(checked.findings, values_file)
     emit(helm.stream(checked.rendered), output)
     if values_file != "-":
-        click.echo(f"# the same with helm: {helm.equivalent('template', where, release, values_file, namespace)}", err=True)
+        same = helm.equivalent("template", where, release, values_file, namespace)
+        click.echo(f"# the same with helm: {same}{' --set target=' + target if target else ''}", err=True)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from generator.cli.common import chart_option, format_option, legacy_output_format, release_option
+from generator.cli.common import chart_option, format_option, legacy_output_format, release_option, target_option
 from generator.errors import UserError
 
 
@@ -14,9 +14,10 @@ from generator.errors import UserError
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @release_option
 @chart_option
+@target_option
 @format_option
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
-def command(files, release, chart, fmt, output) -> None:
+def command(files, release, chart, target, fmt, output) -> None:
     """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply.
 
     With --chart pytorch-operator, check values for the operator chart instead."""
@@ -27,7 +28,7 @@ def command(files, release, chart, fmt, output) -> None:
     report, lines = [], []
     for path in files:
         try:
-            findings = validation.check_file(path, release, chart)
+            findings = validation.check_file(path, release, chart, target)
         except UserError as exc:  # the file could not be read as YAML: its error names the file already
             findings = exc.findings
         report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})

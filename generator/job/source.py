@@ -40,6 +40,10 @@ def read(file: str, release: str, namespace: str) -> tuple[list[dict], bool]:
     checked = validation.check_values(values_io.mapping_of(documents, file), release, namespace)
     if checked.findings:
         raise UserError(checked.findings, source=file)
+    if checked.job is None:
+        raise UserError([Finding("target", "renders a Trainer v2 TrainJob, which run and submit do not take yet", "v2",
+                                 "render it (`generator render --target v2`) and apply it with kubectl, or use "
+                                 "target: v1")], source=file)
     return checked.objects, True
 
 

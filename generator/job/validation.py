@@ -31,6 +31,8 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
     except UserError as exc:
         return Checked(schema.check(merged) or [_blame(f, merged, release) for f in exc.findings])
     objects = helm.objects(rendered)
+    if merged.get("target") == "v2":  # a TrainJob: the chart's own guards refused what v2 cannot express
+        return Checked([], rendered, objects)
     manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
     return Checked(_unique([Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]),
                    rendered, objects)
@@ -69,7 +71,7 @@ def check_manifest(job: dict) -> list[Finding]:
     return admission.check_objects([job]) or importer.kubernetes_findings(job)
 
 
-def check_file(path: str, release: str = "release", chart: str = "pytorchjob") -> list[Finding]:
+def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None) -> list[Finding]:
     """A values file or a PyTorchJob manifest, told apart by their content; with chart
     "pytorch-operator", values for the operator chart."""
     from generator.job import source
@@ -79,7 +81,8 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob") -
         return check_operator_values(values_io.mapping_of(documents, path), release).findings
     if source.is_manifest(documents):
         return check_manifest(source.pick(documents, path))
-    return check_values(values_io.mapping_of(documents, path), release).findings
+    values = values_io.mapping_of(documents, path)
+    return check_values({**values, "target": target} if target else values, release).findings
 
 
 _REPLICA = re.compile(r"^spec\.pytorchReplicaSpecs\.(Master|Worker)\.(.*)$")

@@ -61,10 +61,41 @@ def _service_monitor(obj: dict) -> list[str]:
     return out
 
 
+TRAINER_KINDS = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes"}
+
+
+def trainer_crd(kind: str) -> dict | None:
+    """Trainer v2.3's CRD for a kind, from ../shared/reference (None when it is not beside the clone)."""
+    import yaml
+
+    from tests.support import REFERENCE
+
+    path = REFERENCE / "trainer-v2.3.0" / f"trainer.kubeflow.org_{TRAINER_KINDS[kind]}.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else None
+
+
+def trainer_problems(obj: dict) -> list[str]:
+    """A TrainJob or TrainingRuntime against Trainer v2.3's CRD schema, and a runtime's pod
+    template against Kubernetes' own."""
+    out = []
+    definition = trainer_crd(obj["kind"])
+    if definition is not None:
+        version = next(v for v in definition["spec"]["versions"] if v["name"] == "v1alpha1")
+        validator = jsonschema.Draft7Validator(crd_schema_for_jsonschema(version["schema"]["openAPIV3Schema"]))
+        out += [f"{obj['kind']} {'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(obj)]
+    if obj["kind"] == "TrainingRuntime":
+        for job in obj["spec"]["template"]["spec"]["replicatedJobs"]:
+            out += _validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": job["name"]},
+                              "template": job["template"]["spec"]["template"]})
+    return out
+
+
 def problems(obj: dict) -> list[str]:
     """Everything Kubernetes or the operator would reject in one rendered object."""
     if obj.get("kind") == "ServiceMonitor":
         return _service_monitor(obj)
+    if obj.get("kind") in TRAINER_KINDS:
+        return trainer_problems(obj)
     if obj.get("kind") != "PyTorchJob":
         return _validate(obj)
     out = crd_problems(obj) + [f.render() for f in admission.check_pytorchjob(obj)]

@@ -66,3 +66,19 @@ def test_render_the_operator_chart_like_helm_template(tmp_path):
     values.write_text("replicas: 0\n")
     code, out, err = run("render", "--chart", "pytorch-operator", str(values))
     assert code == 1 and out == "" and "replicas: must be at least 1" in err
+
+
+def test_target_v2_renders_a_trainjob_and_run_says_it_does_not_take_one_yet(tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text("job: {name: mnist}\ntopology: {workers: 1}\n")
+    code, out, err = run("render", str(values), "--target", "v2")
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out) if d] == ["TrainJob", "TrainingRuntime"]
+    assert err.rstrip().endswith(f"helm template release charts/pytorchjob -f {values} -n default --set target=v2")
+    values.write_text("target: v2\njob: {name: mnist}\nelasticPolicy: {enabled: true}\ntopology: {workers: 1}\n")
+    code, out, err = run("validate", str(values))
+    assert code == 1 and "elasticPolicy: Trainer v2 has no elastic jobs" in err
+    assert run("validate", "--target", "v1", str(values))[0] == 0
+    values.write_text("target: v2\njob: {name: mnist}\ntopology: {workers: 1}\n")
+    code, _, err = run("run", str(values), "--dry-run")
+    assert code == 1 and "target: renders a Trainer v2 TrainJob, which run and submit do not take yet" in err

@@ -1,0 +1,65 @@
+"""--target v2: the same values as a Kubeflow Trainer v2.3 TrainJob, the mapping written in
+DESIGN.md and the chart's README, and a refusal naming the field for what v2 cannot express.
+The scenarios v2 and v2-plain are also checked against Trainer's CRDs (tests/support/kube.py)."""
+import pytest
+
+from generator import helm, paths
+from generator.errors import UserError
+from tests.support import kube
+
+
+def render(values: dict) -> dict[str, dict]:
+    objects = helm.render_objects(paths.JOB_CHART, {"target": "v2", "job": {"name": "mnist"}, **values}, "r", "ml")
+    return {o["kind"]: o for o in objects}
+
+
+def test_topology_resources_and_launch_map_onto_the_trainjob():
+    objects = render({"topology": {"workers": 3, "nprocPerNode": 4}, "resources": {"gpus": 2},
+                      "kueue": {"queueName": "team-a"}, "args": ["--epochs=3"],
+                      "runPolicy": {"suspend": True, "activeDeadlineSeconds": 600}})
+    assert "PyTorchJob" not in objects
+    job = objects["TrainJob"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["suspend"] is True and job["spec"]["activeDeadlineSeconds"] == 600
+    trainer = job["spec"]["trainer"]
+    assert trainer["numNodes"] == 4 and trainer["numProcPerNode"] == 4  # Master + 3 Workers
+    assert trainer["command"] == ["torchrun", "--module", "trainer"]  # v2 sets only PET_*: torchrun reads them
+    assert trainer["args"] == ["--backend", "nccl", "--epochs=3"]
+    assert trainer["image"] == "ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"
+    assert trainer["resourcesPerNode"]["limits"]["nvidia.com/gpu"] == 2
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": "mnist"}
+
+
+def test_what_a_trainjob_cannot_hold_goes_into_its_own_runtime():
+    objects = render({"topology": {"workers": 1}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                      "runPolicy": {"backoffLimit": 2, "ttlSecondsAfterFinished": 60}, "restartPolicy": "Never"})
+    runtime = objects["TrainingRuntime"]
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"] == {"maxRestarts": 2} and jobset["ttlSecondsAfterFinished"] == 60
+    (node,) = jobset["replicatedJobs"]
+    pod = node["template"]["spec"]["template"]
+    assert node["name"] == "node" and pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["node"]
+    assert {v["name"] for v in pod["spec"]["volumes"]} == {"dshm"}
+    assert all(kube.trainer_problems(o) == [] for o in objects.values() if o["kind"] in kube.TRAINER_KINDS)
+
+
+@pytest.mark.parametrize("values, field", [
+    ({"topology": {"workers": 1}, "elasticPolicy": {"enabled": True}}, "elasticPolicy"),
+    ({"runPolicy": {"cleanPodPolicy": "Running"}}, "runPolicy.cleanPodPolicy"),
+    ({"runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}, "runPolicy.schedulingPolicy"),
+    ({"topology": {"nprocPerNode": "gpu"}, "resources": {"gpus": 1}}, "topology.nprocPerNode"),
+    ({"worker": {"resources": {"gpus": 1}}}, "worker"),
+    ({"master": {"env": [{"name": "A", "value": "1"}]}}, "master"),
+    ({"output": {"enabled": True}}, "output.mountOn"),
+    ({"restartPolicy": "ExitCode"}, "restartPolicy"),
+    ({"launcher": "entrypoint"}, "launcher"),
+    ({"command": ["python", "-m", "trainer"]}, "command"),
+])
+def test_what_v2_cannot_express_is_refused_by_name(values, field):
+    with pytest.raises(UserError) as refused:
+        render(values)
+    (finding,) = refused.value.findings
+    assert finding.path == field and "--target v2" in finding.render()
