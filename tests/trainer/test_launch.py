@@ -63,3 +63,25 @@ def test_unreachable_master_names_its_address(tmp_path):
 def test_bad_arguments_are_usage_errors(tmp_path):
     proc = _run(["--epochs", "0"], trainer_procs.base_env())
     assert proc.returncode == 2 and "--epochs: must be above 0" in proc.stderr
+
+
+def test_a_peer_gone_at_teardown_does_not_fail_a_finished_run(monkeypatch, capsys):
+    """Rank 0 closes the store as it exits; a Worker leaving after it must still exit 0."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    real = dist.destroy_process_group
+
+    def gone(*args, **kwargs):
+        real()
+        raise RuntimeError("Connection closed by peer [127.0.0.1]:23456")
+
+    monkeypatch.setattr(dist, "destroy_process_group", gone)
+    distributed.shutdown()
+    assert not dist.is_initialized()
+    assert "trainer: leaving the process group: Connection closed by peer" in capsys.readouterr().err
