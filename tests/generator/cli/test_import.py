@@ -148,3 +148,41 @@ def test_elastic_rendezvous_scheduling_and_digest_round_trip(tmp_path):
     assert importer.compare(job, back) == []
     assert back["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.infra"
     assert back["spec"]["runPolicy"]["schedulingPolicy"]["priorityClass"] == "high"
+
+
+@pytest.mark.parametrize("scenario", ["v2", "v2-plain"])
+def test_a_trainjob_imports_to_values_that_render_it_back(tmp_path, scenario):
+    from generator import helm, paths
+    from tests.support import scenarios
+
+    rendered = [o for o in scenarios.render_objects("pytorchjob", scenario) if o["kind"] != "PersistentVolumeClaim"]
+    manifest = tmp_path / "trainjob.yaml"
+    manifest.write_text(yaml.safe_dump_all(rendered))
+    code, out, err = run("import", str(manifest))
+    assert code == 0, err
+    values = yaml.safe_load(out)
+    assert values["target"] == "v2"
+    again = helm.render_objects(paths.JOB_CHART, values, scenarios.RELEASE, scenarios.NAMESPACE)
+    kinds = {o["kind"]: o for o in again}
+    for original in rendered:
+        back = kinds[original["kind"]]
+        assert back["spec"] == original["spec"], original["kind"]
+
+
+def test_a_trainjob_whose_runtime_is_missing_or_foreign_is_refused(tmp_path):
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "t"},
+           "spec": {"runtimeRef": {"name": "t", "kind": "TrainingRuntime"},
+                    "trainer": {"image": "ghcr.io/pytorchjob-kit/trainer:0.1.0", "numNodes": 2}}}
+    manifest = tmp_path / "t.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    code, _, err = run("import", str(manifest))
+    assert code == 1 and "spec.runtimeRef.name: names a TrainingRuntime that is not in the file" in err
+    job["spec"]["runtimeRef"] = {"name": "deepspeed-distributed", "kind": "ClusterTrainingRuntime"}
+    manifest.write_text(yaml.safe_dump(job))
+    code, _, err = run("import", str(manifest))
+    assert code == 1 and "spec.runtimeRef: names a runtime the chart does not render" in err
+    job["spec"]["runtimeRef"] = {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"}
+    job["spec"]["runtimePatches"] = [{"manager": "me"}]
+    manifest.write_text(yaml.safe_dump(job))
+    code, _, err = run("import", str(manifest))
+    assert code == 1 and "TrainJob.spec.runtimePatches: cannot be carried by the chart's values" in err
