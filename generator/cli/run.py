@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli.common import image_option, release_option
+from generator.cli.common import image_option, release_option, target_option
 
 
 @click.command("run")
@@ -17,14 +17,21 @@ from generator.cli.common import image_option, release_option
 @click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
 @click.option("--dry-run", is_flag=True, help="Print each replica's command and env on stdout without starting them.")
 @image_option
-def command(file, release, namespace, run_dir, dry_run, aliases) -> None:
-    """Run a job on this machine exactly as the operator would run it on a cluster."""
-    from generator.job import source
+@target_option
+def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None:
+    """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
+    values with --target v2: as Kubeflow Trainer v2 runs it)."""
+    from generator.job import runtime, source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
 
-    job = source.pytorchjob(source.load(file, release, namespace))
-    plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace, aliases)
+    objects = source.load(file, release, namespace, target)
+    if runtime.is_trainjob(objects):
+        name = next(o for o in objects if o.get("kind") == "TrainJob")["metadata"]["name"]
+        plan = local_plan.plan_trainjob(objects, Path(run_dir or Path("runs") / name), namespace, aliases)
+    else:
+        job = source.pytorchjob(objects)
+        plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace, aliases)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:

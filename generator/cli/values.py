@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from generator.cli.common import emit, fail_if, output_option, release_option
+from generator.cli.common import emit, fail_if, output_option, release_option, target_option
 from generator.errors import UserError
 
 
@@ -35,6 +35,7 @@ from generator.errors import UserError
 @click.option("--deadline", type=click.IntRange(min=1), help="Seconds the job may run.")
 @click.option("--arg", "args", multiple=True, help="Trainer argument; repeatable (--arg=--epochs=3).")
 @click.option("--set", "sets", multiple=True, metavar="PATH=VALUE", help="Any other chart value, as helm --set.")
+@target_option
 @release_option
 @output_option
 def command(base, sets, release, output, **flags) -> None:
@@ -48,7 +49,9 @@ def command(base, sets, release, output, **flags) -> None:
     checked = validation.check_values(values, release)
     fail_if(checked.findings, f"{base} with the flags" if base else "values")
     emit(values_io.dump(values), output)
-    click.echo(describe.summary(values, checked.job), err=True)
+    job = checked.job or validation.check_values({**values, "target": "v1"}, release).job
+    if job:
+        click.echo(describe.summary(values, job), err=True)
 
 
 def _parse_set(expression: str) -> dict:

@@ -29,6 +29,9 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     from generator import helm, paths
 
     objects, chart = source.read(file, release, c.namespace)
+    if not source.is_manifest(objects):
+        raise UserError(f"{file} holds a Trainer v2 TrainJob, which submit does not apply yet; apply it with "
+                        "`generator render --target v2 ... | kubectl apply -f -`, or use target: v1")
     job = source.pytorchjob(objects)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:

@@ -116,7 +116,7 @@ def check_pytorchjob(job: object) -> list[Finding]:
         policy = rspec.get("restartPolicy")
         if policy is not None and policy not in RESTART_POLICIES:
             out.append(Finding(f"{base}.restartPolicy", "is not a restart policy", policy, "use one of " + ", ".join(RESTART_POLICIES)))
-        out += _check_pod(rspec.get("template"), f"{base}.template", role.lower())
+        out += check_pod(rspec.get("template"), f"{base}.template", role.lower())
     name = (job.get("metadata") or {}).get("name")
     out += check_job_name(name, workers)
     nproc = spec.get("nprocPerNode")
@@ -161,18 +161,19 @@ def _check_elastic(elastic: object, nproc: object, replica_specs: dict) -> list[
     return out
 
 
-def _check_pod(template: object, base: str, role: str) -> list[Finding]:
+def check_pod(template: object, base: str, role: str, main: str = "pytorch") -> list[Finding]:
+    """A pod template's rules; `main` is the training container's name (pytorch, or Trainer v2's node)."""
     pod = (template or {}).get("spec") if isinstance(template, dict) else None
     if not isinstance(pod, dict):
-        return [Finding(f"{base}.spec", "is missing", None, "add a pod template with a container named pytorch")]
+        return [Finding(f"{base}.spec", "is missing", None, f"add a pod template with a container named {main}")]
     containers = pod.get("containers")
     if not isinstance(containers, list) or not containers:
         return [Finding(f"{base}.spec.containers", "must list at least one container", containers,
-                        "add a container named pytorch with an image")]
+                        f"add a container named {main} with an image")]
     out = []
-    if not any(isinstance(c, dict) and c.get("name") == "pytorch" for c in containers):
-        out.append(Finding(f"{base}.spec.containers", "has no container named pytorch", [c.get("name") for c in containers if isinstance(c, dict)],
-                           "name the training container pytorch"))
+    if not any(isinstance(c, dict) and c.get("name") == main for c in containers):
+        out.append(Finding(f"{base}.spec.containers", f"has no container named {main}", [c.get("name") for c in containers if isinstance(c, dict)],
+                           f"name the training container {main}"))
     for i, container in enumerate(containers):
         cpath = f"{base}.spec.containers[{i}]"
         if not isinstance(container, dict):

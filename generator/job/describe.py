@@ -37,6 +37,7 @@ class Description:
     ttl: int | None = None
     deadline: int | None = None
     args: tuple[str, ...] = ()
+    target: str | None = None
     sets: list[dict] = field(default_factory=list)
 
 
@@ -121,6 +122,15 @@ def build(d: Description, base: dict | None = None) -> dict:
             _set(values, "elasticPolicy.maxReplicas", int(high))
     if d.args:
         values["args"] = list(values.get("args") or []) + list(d.args)
+    if d.target:
+        values["target"] = d.target
+    merged = defaults.coalesce(values)
+    if merged["target"] == "v2" and merged["output"]["enabled"] and merged["topology"]["workers"] \
+            and "mountOn" not in (values.get("output") or {}):
+        # Every v2 node mounts the same volumes: the output claim goes on all of them, so many nodes must attach it.
+        _set(values, "output.mountOn", "all")
+        if not merged["output"]["existingClaim"]:
+            _set(values, "output.accessModes", ["ReadWriteMany"])
     for extra in d.sets:
         values = defaults.merge(values, extra)
     if problems:
@@ -129,8 +139,9 @@ def build(d: Description, base: dict | None = None) -> dict:
 
 
 def summary(user: dict, job: dict) -> str:
-    """What the job will be, read off the rendered PyTorchJob: pods, processes, WORLD_SIZE, GPUs,
-    backend, and what the defaults chose."""
+    """What the job will be, read off the rendered PyTorchJob (for target v2, the v1 render of the
+    same values, whose pods are the nodes): pods, processes, WORLD_SIZE, GPUs, backend, and what
+    the defaults chose."""
     v = defaults.coalesce(user)
     specs = job["spec"]["pytorchReplicaSpecs"]
     workers = int(specs.get("Worker", {}).get("replicas", 0))
@@ -139,7 +150,9 @@ def summary(user: dict, job: dict) -> str:
     gpu_name = v.get("gpuResourceName", "")
     gpus = sum(admission.pod_gpus(s, gpu_name) * int(s.get("replicas", 1)) for s in specs.values())
     backend = next((b for b in map(admission.backend, specs.values()) if b), "none")
-    lines = [
+    lines = [f"target: v2, a Trainer v2 TrainJob of {pods} identical node(s) launched through torchrun"] \
+        if v.get("target") == "v2" else []
+    lines += [
         f"pods: {pods} ({'1 Master' if 'Master' in specs else 'no Master'} + {workers} Worker{'s' if workers != 1 else ''})",
         f"processes per pod: {nproc or '1'}" + (" (via torchrun)" if nproc and nproc != "1" else ""),
         f"WORLD_SIZE: {admission.world_size(job)}" + (" (the operator counts a non-integer nprocPerNode as 1)"

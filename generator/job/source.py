@@ -1,9 +1,10 @@
-"""A job from what the user hands over: a PyTorchJob manifest taken as it is, or a values file
-rendered through the chart. Checked either way before anything runs or is applied."""
+"""A job from what the user hands over: a PyTorchJob or Trainer v2 TrainJob manifest taken as it
+is, or a values file rendered through the chart (for either target). Checked either way before
+anything runs or is applied."""
 from __future__ import annotations
 
 from generator.errors import Finding, UserError
-from generator.job import admission, validation, values_io
+from generator.job import admission, runtime, validation, values_io
 
 
 def pick(documents: list, source: str) -> dict:
@@ -21,15 +22,22 @@ def pick(documents: list, source: str) -> dict:
     return jobs[0]
 
 
-def load(file: str, release: str, namespace: str) -> list[dict]:
+def load(file: str, release: str, namespace: str, target: str | None = None) -> list[dict]:
     """The objects to run or apply: the manifest's documents, or what the chart renders.
     Both go through the same admission rules first."""
-    return read(file, release, namespace)[0]
+    return read(file, release, namespace, target)[0]
 
 
-def read(file: str, release: str, namespace: str) -> tuple[list[dict], bool]:
-    """load's objects, and whether the chart rendered them from values (the file read once)."""
+def read(file: str, release: str, namespace: str, target: str | None = None) -> tuple[list[dict], bool]:
+    """load's objects, and whether the chart rendered them from values (the file read once).
+    `target` (v1, v2) overrides the values' own; a manifest is what it is."""
     documents = values_io.load_documents(file)
+    if runtime.is_trainjob(documents):
+        objects = [d for d in documents if isinstance(d, dict)]
+        findings = runtime.check(objects)
+        if findings:
+            raise UserError(findings, source=file)
+        return objects, False
     if is_manifest(documents):
         pick(documents, file)
         objects = [d for d in documents if isinstance(d, dict)]
@@ -37,13 +45,14 @@ def read(file: str, release: str, namespace: str) -> tuple[list[dict], bool]:
         if findings:
             raise UserError(findings, source=file)
         return objects, False
-    checked = validation.check_values(values_io.mapping_of(documents, file), release, namespace)
+    values = values_io.mapping_of(documents, file)
+    checked = validation.check_values({**values, "target": target} if target else values, release, namespace)
     if checked.findings:
         raise UserError(checked.findings, source=file)
-    if checked.job is None:
-        raise UserError([Finding("target", "renders a Trainer v2 TrainJob, which run and submit do not take yet", "v2",
-                                 "render it (`generator render --target v2`) and apply it with kubectl, or use "
-                                 "target: v1")], source=file)
+    if runtime.is_trainjob(checked.objects):
+        findings = runtime.check(checked.objects)
+        if findings:
+            raise UserError(findings, source=file)
     return checked.objects, True
 
 

@@ -100,6 +100,7 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
     pod = pod_template.get("spec") or {}
     node = next((c for c in pod.get("containers") or [] if c.get("name") == "node"), {})
     if jobset.get("failurePolicy", {}).get("maxRestarts") is not None:
+        # The chart pairs it with the node Job's backoffLimit 0; compare() refuses a runtime without it.
         d["runPolicy"]["backoffLimit"] = jobset["failurePolicy"]["maxRestarts"]
     d["runPolicy"]["ttlSecondsAfterFinished"] = jobset.get("ttlSecondsAfterFinished")
     d["restartPolicy"] = pod.get("restartPolicy", "OnFailure")

@@ -41,6 +41,11 @@ class Plan:
     backoff_limit: int | None
     active_deadline: int | None
     notes: list[str]
+    # Trainer v2 runs nodes of a JobSet: a node Job that fails after node_backoff_limit failed
+    # starts, and whole-set restarts (failurePolicy.maxRestarts) before the TrainJob fails.
+    kind: str = "PyTorchJob"
+    node_backoff_limit: int = 0
+    max_set_restarts: int = 0
 
     @property
     def disks(self) -> Path:
@@ -102,46 +107,12 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     for role, count in order:
         rspec = specs[role]
         pod_spec = rspec["template"]["spec"]
-        container = next(c for c in pod_spec["containers"] if c.get("name") == "pytorch")
-        _check_image(container.get("image", ""), aliases, f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].image",
-                     problems)
-        for other in pod_spec["containers"]:
-            if other.get("name") != "pytorch":
-                notes.append(f"{role}: sidecar container {other.get('name')} does not run locally")
-        volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+        where = f"spec.pytorchReplicaSpecs.{role}.template.spec"
         for i in range(count):
-            replica = f"{role.lower()}-{i}"
-            mounts: dict[str, Path] = {}
-            for mount in container.get("volumeMounts") or []:
-                if mount["mountPath"] == SHM:
-                    continue
-                volume = volumes.get(mount["name"], {})
-                claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-                if claim:
-                    folder = shared.setdefault(claim, run_dir / claim)
-                else:  # emptyDir, configMap, ...: a folder of this pod's own
-                    folder = run_dir / DISKS / replica / mount["name"]
-                mounts[mount["mountPath"]] = folder / mount.get("subPath", "") if mount.get("subPath") else folder
-                if not mounts[mount["mountPath"]].resolve().is_relative_to(run_dir.resolve()):
-                    problems.append(Finding(f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].volumeMounts",
-                                            f"maps {mount['mountPath']} outside {run_dir} (through a symlink or '..')",
-                                            str(mounts[mount["mountPath"]].resolve()),
-                                            f"remove the symlink under {run_dir}, or use --run-dir elsewhere"))
-            env: dict[str, str] = {}
-            for j, item in enumerate(container.get("env") or []):
-                value = _env_value(item, f"{name}-{replica}", namespace, problems,
-                                   f"spec.pytorchReplicaSpecs.{role}.template.spec.containers[pytorch].env[{j}]")
-                if value is not None:
-                    env[item["name"]] = map_path(value, mounts)
-            if container.get("envFrom"):
-                notes.append(f"{role}: envFrom sources live in the cluster; export what the job needs in this shell")
-            command = container.get("command") or []
-            # Paths map before the interpreter is put in: a mount at /work must not move this machine's python.
-            argv = container_argv([map_path(a, mounts) for a in command],
-                                  [map_path(a, mounts) for a in container.get("args") or []])
-            own_output(env, command, list(mounts.values()), run_dir / DISKS / replica / "output")
-            env.update(_operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs))
-            replicas.append(Replica(replica, role, rank, rspec.get("restartPolicy") or "OnFailure", argv, env, mounts))
+            env = _operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs)
+            replicas.append(_replica(Pod(name, f"{role.lower()}-{i}", role, rank, rspec.get("restartPolicy") or "OnFailure",
+                                         pod_spec, "pytorch", where), env, run_dir, namespace, aliases, shared,
+                                     problems, notes))
             rank += 1
     if problems:
         raise UserError(problems, source=name)
@@ -150,6 +121,96 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     run_policy = spec.get("runPolicy") or {}
     return Plan(name, run_dir, replicas, run_policy.get("backoffLimit"), run_policy.get("activeDeadlineSeconds"),
                 sorted(set(notes)))
+
+
+def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default",
+                  aliases: dict[str, str] | None = None) -> Plan:
+    """A Trainer v2 TrainJob (its runtime beside it, or upstream's torch-distributed): every node
+    alike, running torchrun with only the PET_* variables the torch plugin sets."""
+    from generator.job import runtime
+
+    resolved = runtime.resolve(objects)
+    if resolved.nodes > MAX_LOCAL_PODS:
+        raise UserError([Finding("spec.trainer.numNodes", f"makes {resolved.nodes} pods, more than this machine runs as "
+                                 f"processes ({MAX_LOCAL_PODS} at most)", resolved.nodes,
+                                 "run a smaller copy of the job here, or submit it to a cluster")], source=resolved.name)
+    notes: list[str] = []
+    problems: list[Finding] = []
+    port = free_port()  # 29500 on a cluster, where each pod has its own address
+    shared: dict[str, Path] = {}
+    spec = resolved.pod["spec"]
+    replicas = []
+    for i in range(resolved.nodes):
+        # As the torch plugin and the Indexed Job set them; the Master's address is node 0's.
+        env = {"PET_NNODES": str(resolved.nodes), "PET_NPROC_PER_NODE": resolved.nproc, "PET_NODE_RANK": str(i),
+               "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port), "JOB_COMPLETION_INDEX": str(i),
+               "PYTHONUNBUFFERED": "1"}
+        replicas.append(_replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, "node",
+                                     f"{resolved.runtime} node pod.spec"), env, run_dir, namespace, aliases, shared,
+                                 problems, notes))
+    if problems:
+        raise UserError(problems, source=resolved.name)
+    for r in replicas:
+        notes += [f"{r.role}: {warning}" for warning in launch_warnings(r.argv)]
+    return Plan(resolved.name, run_dir, replicas, None, resolved.active_deadline, sorted(set(notes)), "TrainJob",
+                resolved.node_backoff_limit, resolved.max_set_restarts)
+
+
+@dataclass
+class Pod:
+    """One pod to become a process: the job, its name in the job, and the spec it runs."""
+    job: str
+    name: str
+    role: str
+    rank: int
+    restart_policy: str
+    spec: dict
+    main: str  # the training container: pytorch (v1) or node (Trainer v2)
+    where: str  # the spec's path, for findings
+
+
+def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, aliases: dict[str, str] | None,
+             shared: dict[str, Path], problems: list[Finding], notes: list[str]) -> Replica:
+    """A pod as a process: its container's command, its env with `injected` (the controller's
+    variables) over it, and its volumes as folders under run_dir."""
+    container = next(c for c in pod.spec["containers"] if c.get("name") == pod.main)
+    cwhere = f"{pod.where}.containers[{pod.main}]"
+    if not any(f.path == f"{cwhere}.image" for f in problems):  # once per spec, not per replica
+        _check_image(container.get("image", ""), aliases, f"{cwhere}.image", problems)
+    for other in pod.spec["containers"]:
+        if other.get("name") != pod.main:
+            notes.append(f"{pod.role}: sidecar container {other.get('name')} does not run locally")
+    volumes = {v["name"]: v for v in pod.spec.get("volumes") or []}
+    mounts: dict[str, Path] = {}
+    for mount in container.get("volumeMounts") or []:
+        if mount["mountPath"] == SHM:
+            continue
+        volume = volumes.get(mount["name"], {})
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim:
+            folder = shared.setdefault(claim, run_dir / claim)
+        else:  # emptyDir, configMap, ...: a folder of this pod's own
+            folder = run_dir / DISKS / pod.name / mount["name"]
+        mounts[mount["mountPath"]] = folder / mount.get("subPath", "") if mount.get("subPath") else folder
+        if not mounts[mount["mountPath"]].resolve().is_relative_to(run_dir.resolve()):
+            problems.append(Finding(f"{cwhere}.volumeMounts",
+                                    f"maps {mount['mountPath']} outside {run_dir} (through a symlink or '..')",
+                                    str(mounts[mount["mountPath"]].resolve()),
+                                    f"remove the symlink under {run_dir}, or use --run-dir elsewhere"))
+    env: dict[str, str] = {}
+    for j, item in enumerate(container.get("env") or []):
+        value = _env_value(item, f"{pod.job}-{pod.name}", namespace, problems, f"{cwhere}.env[{j}]")
+        if value is not None:
+            env[item["name"]] = map_path(value, mounts)
+    if container.get("envFrom"):
+        notes.append(f"{pod.role}: envFrom sources live in the cluster; export what the job needs in this shell")
+    command = container.get("command") or []
+    # Paths map before the interpreter is put in: a mount at /work must not move this machine's python.
+    argv = container_argv([map_path(a, mounts) for a in command],
+                          [map_path(a, mounts) for a in container.get("args") or []])
+    own_output(env, command, list(mounts.values()), run_dir / DISKS / pod.name / "output")
+    env.update(injected)
+    return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, argv, env, mounts)
 
 
 def launch_warnings(argv: list[str]) -> list[str]:
@@ -231,11 +292,19 @@ def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port
 
 # The launch contract, shown by --dry-run for each replica.
 CONTRACT_ENV = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",
-                "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "OUTPUT_DIR")
+                "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND", "JOB_COMPLETION_INDEX",
+                "OUTPUT_DIR")
 
 
 def describe(plan: Plan, env: bool = False) -> str:
-    lines = [f"job {plan.job}: {len(plan.replicas)} replica(s), outputs under {plan.run_dir}"]
+    if plan.kind == "TrainJob":
+        then = (f"then JobSet restarts every node, up to {plan.max_set_restarts} time(s)" if plan.max_set_restarts
+                else "then the TrainJob fails (failurePolicy.maxRestarts 0)")
+        lines = [f"trainjob {plan.job}: {len(plan.replicas)} node(s) as Trainer v2 runs them: it succeeds when every node "
+                 f"succeeds; the node Job restarts failed nodes {plan.node_backoff_limit} time(s) (its backoffLimit), "
+                 f"{then}; outputs under {plan.run_dir}"]
+    else:
+        lines = [f"job {plan.job}: {len(plan.replicas)} replica(s), outputs under {plan.run_dir}"]
     for r in plan.replicas:
         lines.append(f"  {r.name} (rank {r.rank}, restartPolicy {r.restart_policy}): {shlex.join(r.argv)}")
         if env:

@@ -1,6 +1,7 @@
 """Runs a Plan like training-operator would: restart policies per role, backoffLimit,
 activeDeadlineSeconds, success when the Master (or, without one, every Worker) succeeds,
-the other replicas stopped on failure, and no process left behind."""
+the other replicas stopped on failure, and no process left behind. A Trainer v2 plan runs as
+JobSet would: success when every node succeeds, and a failed node Job restarts the whole set."""
 from __future__ import annotations
 
 import collections
@@ -65,6 +66,8 @@ class Runner:
         self.states = [State(r) for r in plan.replicas]
         self.lock = threading.Lock()
         self.stop_requested: str | None = None
+        self.node_failures = 0  # Trainer v2: the node Job's failures since the set last started
+        self.set_restarts = 0
         width = max(len(r.name) for r in plan.replicas)
         self.prefix = {r.name: r.name.ljust(width) for r in plan.replicas}
 
@@ -180,6 +183,11 @@ class Runner:
                 ran = time.monotonic() - state.proc.started
                 self._finish(state, "Succeeded" if code == 0 else "Failed")
                 code = state.exit_code
+                if code != 0 and self.plan.kind == "TrainJob":
+                    failed = self._node_failed(state, code, ran)
+                    if failed:
+                        return failed
+                    continue
                 if code != 0 and retryable(state.replica.restart_policy, code):
                     limit = self.plan.backoff_limit
                     if limit is not None and restarts_total >= limit:
@@ -210,7 +218,39 @@ class Runner:
                 return Outcome(True, done, self.states)
             time.sleep(0.05)
 
+    def _node_failed(self, state: State, code: int, ran: float) -> Outcome | None:
+        """Trainer v2: a failed node counts against its Job's backoffLimit and is started again (the
+        kubelet under OnFailure, a new pod from the Job under Never). Past the limit the Job fails,
+        and JobSet restarts every node while failurePolicy.maxRestarts allows, else the job fails."""
+        plan = self.plan
+        self.node_failures += 1
+        if self.node_failures > plan.node_backoff_limit:
+            if self.set_restarts >= plan.max_set_restarts:
+                return self._fail(state, f"the node Job failed: {self.node_failures} node failure(s), its backoffLimit is "
+                                         f"{plan.node_backoff_limit}, and failurePolicy.maxRestarts {plan.max_set_restarts} "
+                                         "allows no further restart of the set")
+            self.set_restarts += 1
+            self._emit(state, f"exited with code {code}; the node Job failed, so every node restarts (JobSet restart "
+                              f"{self.set_restarts} of {plan.max_set_restarts})")
+            self._stop_all()
+            self.fresh_disks()  # new Jobs, new pods: fresh emptyDirs; claims stay
+            self.node_failures = 0
+            for s in self.states:
+                s.next_start, s.delay, s.same = None, 0.0, 0
+                s.restarts += 1
+                self._start(s)
+            return None
+        state.restarts += 1
+        state.delay = backoff(state.delay, state.restarts - 1, ran)
+        how = "a new pod replaces it" if state.replica.restart_policy == "Never" else "restarting it"
+        self._emit(state, f"exited with code {code}; {how} (node failure {self.node_failures}, the node Job's "
+                          f"backoffLimit is {plan.node_backoff_limit}" + (f", back-off {state.delay:g}s)" if state.delay else ")"))
+        state.status, state.next_start = "BackOff", time.monotonic() + state.delay
+        return None
+
     def _succeeded(self) -> str:
+        if self.plan.kind == "TrainJob":
+            return "every node succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
         if self.plan.has_master:
             master = self.states[0]
             return "the Master succeeded" if master.status == "Succeeded" else ""

@@ -68,7 +68,7 @@ def test_render_the_operator_chart_like_helm_template(tmp_path):
     assert code == 1 and out == "" and "replicas: must be at least 1" in err
 
 
-def test_target_v2_renders_a_trainjob_and_run_says_it_does_not_take_one_yet(tmp_path):
+def test_target_v2_renders_a_trainjob_that_run_plans_as_trainer_v2_nodes(tmp_path):
     values = tmp_path / "v.yaml"
     values.write_text("job: {name: mnist}\ntopology: {workers: 1}\n")
     code, out, err = run("render", str(values), "--target", "v2")
@@ -80,5 +80,8 @@ def test_target_v2_renders_a_trainjob_and_run_says_it_does_not_take_one_yet(tmp_
     assert code == 1 and "elasticPolicy: Trainer v2 has no elastic jobs" in err
     assert run("validate", "--target", "v1", str(values))[0] == 0
     values.write_text("target: v2\njob: {name: mnist}\ntopology: {workers: 1}\n")
-    code, _, err = run("run", str(values), "--dry-run")
-    assert code == 1 and "target: renders a Trainer v2 TrainJob, which run and submit do not take yet" in err
+    code, out, err = run("run", str(values), "--dry-run")
+    assert code == 0, err
+    assert out.startswith("trainjob mnist: 2 node(s) as Trainer v2 runs them")
+    assert "  node-0-1 (rank 1, restartPolicy OnFailure): " in out and "-m torch.distributed.run --module trainer" in out
+    assert "RANK=" not in out.replace("NODE_RANK=", "") and "PET_NODE_RANK=1" in out

@@ -78,3 +78,34 @@ def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_o
     assert "worker-0 | exited with code 137; restarting (restartPolicy OnFailure" in log
     assert "resumed from" in log
     assert _metrics(plan)["epoch_accuracies"] == _metrics(reference)["epoch_accuracies"]
+
+
+def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_the_set(tmp_path):
+    """The same values as a TrainJob: torchrun in every node with only the PET_* variables, and a
+    node killed mid-run fails its Job (backoffLimit 0), so every node starts again and resumes."""
+    reference = _plan(tmp_path, "reference")
+    assert local_run.Runner(reference, out=Sink()).run().succeeded
+
+    values = {"target": "v2", "job": {"name": "nodes"}, "topology": {"workers": 2},
+              "output": {"enabled": True, "mountOn": "all", "accessModes": ["ReadWriteMany"]},
+              "runPolicy": {"backoffLimit": 1},
+              "args": ["--dataset=digits", "--epochs=6", "--threads=1", "--seed=5"]}
+    plan = local_plan.plan_trainjob(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes")
+    assert all("RANK" not in r.env and "PET_NODE_RANK" in r.env for r in plan.replicas)
+    sink = Sink()
+    runner = local_run.Runner(plan, out=sink)
+
+    def kill_a_node_after_epoch_two():
+        while not any("epoch 3 step" in line for line in sink.lines):
+            threading.Event().wait(0.05)
+        os.killpg(runner.states[1].proc.pid, signal.SIGKILL)
+
+    threading.Thread(target=kill_a_node_after_epoch_two, daemon=True).start()
+    outcome = runner.run()
+    assert outcome.succeeded, outcome.reason
+    assert outcome.reason == "every node succeeded"
+    log = "".join(sink.lines)
+    assert "node-0-1 | exited with code 137; the node Job failed, so every node restarts (JobSet restart 1 of 1)" in log
+    assert "resumed from" in log
+    assert [s.restarts for s in outcome.states] == [1, 1, 1]
+    assert _metrics(plan)["epoch_accuracies"] == _metrics(reference)["epoch_accuracies"]

@@ -1,0 +1,184 @@
+"""What Kubeflow Trainer v2.3 makes of a TrainJob: its runtime found and merged with the job's
+`trainer`, into the one pod every node runs, the node count, the PET_* env and the restart rules
+(the node Job's backoffLimit, the JobSet's failurePolicy). `generator run` executes the result;
+the admission rules here refuse what Trainer's webhook would, by path."""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+
+from generator.errors import Finding, UserError
+from generator.job import admission
+
+GROUP = "trainer.kubeflow.org"
+API_VERSION = f"{GROUP}/v1alpha1"
+RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+DEFAULT_RUNTIME = "torch-distributed"
+CONTAINER = "node"  # the runtime's trainer container, in replicated job "node"
+MASTER_PORT = 29500
+JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unless its template sets one
+# The torch plugin owns these; Trainer refuses a TrainJob that sets them itself.
+RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass
+class Resolved:
+    name: str
+    nodes: int
+    nproc: str  # PET_NPROC_PER_NODE: a count, or auto
+    pod: dict  # the node pod template (metadata, spec) with the trainer merged into container "node"
+    node_backoff_limit: int  # failed node starts the node Job takes before it fails
+    max_set_restarts: int  # JobSet failurePolicy.maxRestarts: whole-set restarts before the TrainJob fails
+    active_deadline: int | None
+    runtime: str  # Kind/name, for messages
+
+
+def torch_distributed() -> dict:
+    """The facts of upstream's default ClusterTrainingRuntime that decide how a job runs: one node,
+    the torch policy, container `node`, nothing else (its image is the TrainJob's to set)."""
+    return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": {"name": DEFAULT_RUNTIME},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}},
+                     "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+                         "spec": {"containers": [{"name": CONTAINER}]}}}}}]}}}}
+
+
+def is_trainjob(objects: list) -> bool:
+    return any(isinstance(o, dict) and o.get("kind") == "TrainJob" for o in objects)
+
+
+def check(objects: list[dict]) -> list[Finding]:
+    """Trainer's admission rules for a TrainJob and its runtime, every finding at once."""
+    try:
+        resolve(objects)
+    except UserError as exc:
+        return exc.findings
+    return []
+
+
+def resolve(objects: list[dict]) -> Resolved:
+    jobs = [o for o in objects if isinstance(o, dict) and o.get("kind") == "TrainJob"]
+    if len(jobs) != 1:
+        raise UserError([Finding("kind", f"holds {len(jobs)} TrainJobs", len(jobs), "give one TrainJob per file")])
+    job = jobs[0]
+    out: list[Finding] = []
+    if job.get("apiVersion") != API_VERSION:
+        out.append(Finding("apiVersion", f"must be {API_VERSION} (Trainer v2.3)", job.get("apiVersion"),
+                           f"set apiVersion: {API_VERSION}"))
+    name = (job.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not DNS_LABEL.match(name):
+        out.append(Finding("metadata.name", "is not a DNS label (the pods are <name>-node-0-<i>)", name,
+                           "use lower-case letters, digits and '-', starting with a letter"))
+    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    trainer = spec.get("trainer") if isinstance(spec.get("trainer"), dict) else {}
+    runtime = _runtime(spec.get("runtimeRef"), objects, out)
+    if runtime is None:
+        raise UserError(out)
+    rspec = runtime.get("spec") or {}
+    ml = rspec.get("mlPolicy") or {}
+    nodes = trainer.get("numNodes", ml.get("numNodes", 1))
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        out.append(Finding("spec.trainer.numNodes", "must be a whole number of at least 1", nodes,
+                           "set numNodes: the Master and Workers together"))
+    nproc = trainer.get("numProcPerNode", (ml.get("torch") or {}).get("numProcPerNode"))
+    if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
+        out.append(Finding("spec.trainer.numProcPerNode", "must be a whole number of at least 1", nproc,
+                           "leave it unset for auto (GPUs per node, else CPUs)"))
+    for i, item in enumerate(trainer.get("env") or []):
+        if isinstance(item, dict) and item.get("name") in RESERVED_ENV:
+            out.append(Finding(f"spec.trainer.env[{i}].name", "is set by Trainer's torch plugin", item["name"],
+                               "remove it: every node gets it from the runtime"))
+    pod, backoff, restarts = _node_pod(runtime, trainer, out)
+    if pod is not None:
+        command = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("command") or []
+        if command[:1] != ["torchrun"]:
+            out.append(Finding("spec.trainer.command", "does not start through torchrun, and Trainer v2 sets only the "
+                               "PET_* variables torchrun reads", command,
+                               "start it with torchrun, e.g. [torchrun, --module, trainer]"))
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool) or deadline < 1):
+        out.append(Finding("spec.activeDeadlineSeconds", "must be a whole number of seconds, at least 1", deadline))
+    if out:
+        raise UserError(out)
+    resources = ((pod["spec"]["containers"][0]).get("resources") or {})
+    return Resolved(name, nodes, str(nproc) if nproc else auto_nproc(resources), pod, backoff, restarts, deadline,
+                    f"{runtime['kind']}/{runtime['metadata']['name']}")
+
+
+def auto_nproc(resources: dict) -> str:
+    """An unset numProcPerNode as the torch plugin fills it: auto (torchrun counts the GPUs) on a node
+    with GPUs, else the node's whole CPUs, at least 1."""
+    from generator.job import quantity
+
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    if any(admission.is_extended(k) and "gpu" in k for k in list(limits) + list(requests)):
+        return "auto"
+    cpu = limits.get("cpu", requests.get("cpu"))
+    try:
+        return str(max(1, int(quantity.parse(str(cpu))))) if cpu is not None else "1"
+    except ValueError:
+        return "1"
+
+
+def _runtime(ref: object, objects: list[dict], out: list[Finding]) -> dict | None:
+    if not isinstance(ref, dict) or not ref.get("name"):
+        out.append(Finding("spec.runtimeRef", "is missing", ref, f"set runtimeRef: {{name: {DEFAULT_RUNTIME}}}"))
+        return None
+    kind = ref.get("kind", "ClusterTrainingRuntime")
+    if kind not in RUNTIME_KINDS or ref.get("apiGroup", GROUP) != GROUP:
+        out.append(Finding("spec.runtimeRef", "is not a Trainer runtime", ref,
+                           f"use kind TrainingRuntime or ClusterTrainingRuntime of apiGroup {GROUP}"))
+        return None
+    for o in objects:
+        if isinstance(o, dict) and o.get("kind") == kind and (o.get("metadata") or {}).get("name") == ref["name"]:
+            return o
+    if kind == "ClusterTrainingRuntime" and ref["name"] == DEFAULT_RUNTIME:
+        return torch_distributed()
+    out.append(Finding("spec.runtimeRef.name", f"names a {kind} that is not in the file", ref["name"],
+                       f"put the {kind} in the same file as the TrainJob, or use {DEFAULT_RUNTIME}"))
+    return None
+
+
+def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | None, int, int]:
+    """The pod template of replicated job `node`, with the TrainJob's trainer laid over its container."""
+    where = f"{runtime.get('kind')}/{(runtime.get('metadata') or {}).get('name')}"
+    jobset = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    replicated = [r for r in jobset.get("replicatedJobs") or [] if isinstance(r, dict)]
+    node = next((r for r in replicated if r.get("name") == "node"), None)
+    if node is None:
+        out.append(Finding(f"{where} spec.template.spec.replicatedJobs", "has no replicated job named node",
+                           [r.get("name") for r in replicated], "name the trainer's replicated job node"))
+        return None, 0, 0
+    others = [r.get("name") for r in replicated if r is not node]
+    if others:
+        out.append(Finding(f"{where} spec.template.spec.replicatedJobs", "holds steps besides node, which this machine "
+                           "does not run (initializers need a cluster)", others, "run it on a cluster, or drop them"))
+    job_spec = (node.get("template") or {}).get("spec") or {}
+    pod = copy.deepcopy(job_spec.get("template") or {})
+    spec = pod.setdefault("spec", {})
+    containers = spec.get("containers") or []
+    main = next((c for c in containers if isinstance(c, dict) and c.get("name") == CONTAINER), None)
+    if main is None:
+        out.append(Finding(f"{where} replicatedJobs[node] containers", f"has no container named {CONTAINER}",
+                           [c.get("name") for c in containers if isinstance(c, dict)], f"name the trainer's container {CONTAINER}"))
+        return None, 0, 0
+    for key in ("image", "command", "args", "resources"):
+        source = "resourcesPerNode" if key == "resources" else key
+        if trainer.get(source):
+            main[key] = copy.deepcopy(trainer[source])
+    env = {e["name"]: e for e in main.get("env") or [] if isinstance(e, dict) and "name" in e}
+    env.update({e["name"]: e for e in trainer.get("env") or [] if isinstance(e, dict) and "name" in e})
+    if env:
+        main["env"] = list(env.values())
+    # The node first, as the pod's first container, sidecars after it.
+    spec["containers"] = [main] + [c for c in containers if c is not main]
+    spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for its Jobs' pods
+    for finding in admission.check_pod(pod, f"{where} node pod", "node", CONTAINER):
+        out.append(finding)
+    if spec["restartPolicy"] not in ("OnFailure", "Never"):
+        out.append(Finding(f"{where} node pod restartPolicy", "is not a Job pod's policy", spec["restartPolicy"],
+                           "use OnFailure or Never"))
+    backoff = job_spec.get("backoffLimit", JOB_BACKOFF_LIMIT)
+    restarts = (jobset.get("failurePolicy") or {}).get("maxRestarts", 0)
+    return pod, backoff, restarts
