@@ -29,9 +29,12 @@ def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) 
 
 
 def table(r: dict) -> str:
-    lines = [f"PyTorchJob {r['name']} (namespace {r['namespace']}): {r['state']}",
-             f"started: {r['startTime'] or '-'}   completed: {r['completionTime'] or '-'}",
-             f"{'REPLICA':<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}"]
+    # A TrainJob counts its child Jobs (one per replicated job), a PyTorchJob its replicas' pods.
+    unit = "JOB" if r["kind"] == "TrainJob" else "REPLICA"
+    lines = [f"{r['kind']} {r['name']} (namespace {r['namespace']}): {r['state']}",
+             f"{'created' if r['kind'] == 'TrainJob' else 'started'}: {r['startTime'] or '-'}   "
+             f"completed: {r['completionTime'] or '-'}",
+             f"{unit:<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}"]
     for role, counts in sorted(r["replicas"].items()):
         lines.append(f"{role:<10}{counts['active']:>8}{counts['succeeded']:>11}{counts['failed']:>8}")
     lines.append(f"{'CONDITION':<12}{'STATUS':<8}{'REASON':<28}{'SINCE':<22}MESSAGE")

@@ -25,7 +25,7 @@ def follow(c, name: str, target: str, timeout: int, progress: bool = False) -> i
 
     def say(state: str, cond: dict) -> None:
         reason = f" ({cond.get('reason')})" if cond.get("reason") else ""
-        click.echo(f"pytorchjob {name}: {state}{reason}", err=True)
+        click.echo(f"{name}: {state}{reason}", err=True)
 
     stuck = hint.Stuck(c, name, lambda text: click.echo(text, err=True))
     result = ops.wait_for(c, name, target, timeout, on_state=say if progress else None, tick=stuck.check)

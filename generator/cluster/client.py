@@ -9,12 +9,46 @@ from dataclasses import dataclass
 
 from generator.errors import UserError
 
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 FIELD_MANAGER = "pytorchjob-kit"
 JOB_LABEL = "training.kubeflow.org/job-name"
 TYPE_LABEL = "training.kubeflow.org/replica-type"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
+# JobSet's labels on a TrainJob's pods: <replicated job>-<job index>-<completion index> names a node.
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+RJOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+COMPLETION_LABEL = "batch.kubernetes.io/job-completion-index"
 APPLY = "application/apply-patch+yaml"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of training job the commands understand, and the facts they need of it."""
+    kind: str
+    group: str
+    version: str
+    plural: str
+    pod_label: str  # the label that names a pod's job
+    container: str  # the training container, whose log is the job's
+    done: str  # the condition type of success
+    install: str  # what gives a cluster the CRD
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+PYTORCHJOB = Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", JOB_LABEL, "pytorch", "Succeeded",
+                  "install charts/pytorch-operator first: helm install training charts/pytorch-operator -n kubeflow "
+                  "--create-namespace")
+TRAINJOB = Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", JOBSET_LABEL, "node", "Complete",
+                "install Kubeflow Trainer v2.3 (its CRDs, controller and JobSet) on the cluster, or use --target v1")
+KINDS = (PYTORCHJOB, TRAINJOB)
+GROUP, VERSION, PLURAL = PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural
+
+
+class NoResource(UserError):
+    """The cluster does not serve the kind at all: its CRD is missing."""
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds for one request, as kubectl's --request-timeout
@@ -82,10 +116,10 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
     body = _body(exc)
     message = body.get("message") or exc.reason or ""
     where = f"in namespace {cluster.namespace}"
-    if exc.status == 404 and resource == PLURAL and not (body.get("details") or {}).get("name"):
-        return UserError("the cluster has no PyTorchJob resource (CRD pytorchjobs.kubeflow.org is missing); "
-                         "install charts/pytorch-operator first: helm install training charts/pytorch-operator "
-                         "-n kubeflow --create-namespace")
+    kind = next((k for k in KINDS if k.plural == resource), None)
+    if exc.status == 404 and kind and not (body.get("details") or {}).get("name"):
+        return NoResource(f"the cluster has no {kind.kind} resource (CRD {kind.plural}.{kind.group} is missing); "
+                          f"{kind.install}")
     if exc.status == 404:
         return UserError(f"{_kind(resource)} {name} not found {where}; check the name and --namespace "
                          f"(kubectl get {resource} -n {cluster.namespace})")
@@ -126,7 +160,9 @@ def _short(reason: object) -> str:
 
 
 def _kind(resource: str) -> str:
-    return {PLURAL: "PyTorchJob", "pods": "pod", "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
+    kinds = {k.plural: k.kind for k in KINDS}
+    return {**kinds, "trainingruntimes": "TrainingRuntime", "pods": "pod",
+            "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
 
 
 def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwargs):
@@ -144,31 +180,65 @@ def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwa
         raise
 
 
-def get_job(cluster: Cluster, name: str) -> dict | None:
+def get_job(cluster: Cluster, name: str, kind: Kind = PYTORCHJOB) -> dict | None:
+    return get_custom(cluster, kind.group, kind.version, kind.plural, name)
+
+
+def get_custom(cluster: Cluster, group: str, version: str, plural: str, name: str) -> dict | None:
+    """The object, or None where it does not exist; NoResource where the kind does not."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        return cluster.custom.get_namespaced_custom_object(GROUP, VERSION, cluster.namespace, PLURAL, name,
+        return cluster.custom.get_namespaced_custom_object(group, version, cluster.namespace, plural, name,
                                                            _request_timeout=cluster.request_timeout)
     except ApiException as exc:
         if exc.status == 404 and (_body(exc).get("details") or {}).get("name"):
             return None
-        raise explain(exc, cluster, "get", PLURAL, name) from exc
+        raise explain(exc, cluster, "get", plural, name) from exc
     except Exception as exc:
-        raise explain(exc, cluster, "get", PLURAL, name) from exc
+        raise explain(exc, cluster, "get", plural, name) from exc
 
 
-def apply_job(cluster: Cluster, job: dict, dry_run: bool = False) -> dict:
-    name = job["metadata"]["name"]
+def find(cluster: Cluster, name: str) -> tuple[Kind, dict]:
+    """The PyTorchJob, else the TrainJob, of this name: the commands take either by name alone."""
+    served, unserved = [], []
+    for kind in KINDS:
+        try:
+            job = get_job(cluster, name, kind)
+        except NoResource as exc:
+            unserved.append(exc)
+            continue
+        if job is not None:
+            return kind, job
+        served.append(kind)
+    if not served:
+        raise unserved[0]  # neither kind: the operator is what most users are missing
+    where = f"in namespace {cluster.namespace}"
+    if len(served) == 1:
+        return_kind = served[0]
+        raise UserError(f"{return_kind.kind} {name} not found {where}; list them with "
+                        f"`kubectl get {return_kind.plural} -n {cluster.namespace}`")
+    raise UserError(f"PyTorchJob {name} not found {where}, nor a TrainJob; list them with "
+                    f"`kubectl get pytorchjobs,trainjobs -n {cluster.namespace}`")
+
+
+def apply_custom(cluster: Cluster, obj: dict, plural: str, dry_run: bool = False) -> dict:
+    """Server-side apply of a namespaced custom object (a job, a TrainingRuntime)."""
+    group, _, version = obj["apiVersion"].partition("/")
+    name = obj["metadata"]["name"]
     kwargs = {"field_manager": FIELD_MANAGER, "_content_type": APPLY}
     if dry_run:
         kwargs["dry_run"] = "All"
-    applied = call(cluster, "apply", PLURAL, name, cluster.custom.patch_namespaced_custom_object,
-                   GROUP, VERSION, cluster.namespace, PLURAL, name, job, **kwargs)
+    applied = call(cluster, "apply", plural, name, cluster.custom.patch_namespaced_custom_object,
+                   group, version, cluster.namespace, plural, name, obj, **kwargs)
     # The client only decodes a 200; an apply that creates answers 201, so read the object back.
     if applied is None and not dry_run:
-        applied = get_job(cluster, name) or {}
+        applied = get_custom(cluster, group, version, plural, name) or {}
     return applied or {}
+
+
+def apply_job(cluster: Cluster, job: dict, dry_run: bool = False, kind: Kind = PYTORCHJOB) -> dict:
+    return apply_custom(cluster, job, kind.plural, dry_run)
 
 
 def apply_pvc(cluster: Cluster, pvc: dict, dry_run: bool = False) -> dict:
@@ -180,30 +250,40 @@ def apply_pvc(cluster: Cluster, pvc: dict, dry_run: bool = False) -> dict:
                 cluster.core.patch_namespaced_persistent_volume_claim, name, cluster.namespace, pvc, **kwargs)
 
 
-def delete_job(cluster: Cluster, name: str) -> None:
-    call(cluster, "delete", PLURAL, name, cluster.custom.delete_namespaced_custom_object, GROUP, VERSION,
-         cluster.namespace, PLURAL, name, propagation_policy="Foreground")
+def delete_job(cluster: Cluster, name: str, kind: Kind = PYTORCHJOB) -> None:
+    call(cluster, "delete", kind.plural, name, cluster.custom.delete_namespaced_custom_object, kind.group, kind.version,
+         cluster.namespace, kind.plural, name, propagation_policy="Foreground")
 
 
-def pods(cluster: Cluster, job: str) -> list:
+def pods(cluster: Cluster, job: str, kind: Kind = PYTORCHJOB) -> list:
     result = call(cluster, "list", "pods", job, cluster.core.list_namespaced_pod, cluster.namespace,
-                  label_selector=f"{JOB_LABEL}={job}")
+                  label_selector=f"{kind.pod_label}={job}")
     return sorted(result.items, key=lambda p: replica_name(p))
 
 
 def replica_name(pod) -> str:
-    """master-0 / worker-1, from the operator's labels (or the pod name as a fallback)."""
+    """master-0 / worker-1 from the operator's labels, node-0-1 from JobSet's (else the pod name)."""
     labels = pod.metadata.labels or {}
     if TYPE_LABEL in labels and INDEX_LABEL in labels:
         return f"{labels[TYPE_LABEL].lower()}-{labels[INDEX_LABEL]}"
-    job = labels.get(JOB_LABEL, "")
+    if all(k in labels for k in (RJOB_LABEL, RJOB_INDEX_LABEL, COMPLETION_LABEL)):
+        return f"{labels[RJOB_LABEL]}-{labels[RJOB_INDEX_LABEL]}-{labels[COMPLETION_LABEL]}"
+    job = labels.get(JOB_LABEL) or labels.get(JOBSET_LABEL, "")
     return pod.metadata.name[len(job) + 1:] if job and pod.metadata.name.startswith(job + "-") else pod.metadata.name
 
 
 def condition(job: dict) -> tuple[str, dict]:
-    """The job's last true condition type and the condition itself."""
+    """The job's state and the condition that says it: the last true condition; for a TrainJob,
+    which has no Running condition, Running once any of its Jobs is active."""
     conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    return (conditions[-1]["type"], conditions[-1]) if conditions else ("Created" if job else "", {})
+    if conditions:
+        return conditions[-1]["type"], conditions[-1]
+    if not job:
+        return "", {}
+    if job.get("kind") == TRAINJOB.kind and any(int(j.get("active") or 0) for j in (job.get("status") or {}).get(
+            "jobsStatus") or []):
+        return "Running", {}
+    return "Created", {}
 
 
-TERMINAL = ("Succeeded", "Failed")
+TERMINAL = ("Succeeded", "Failed", "Complete")

@@ -8,7 +8,6 @@ import time
 from generator.cluster import client as cluster
 from generator.errors import UserError
 
-CONTAINER = "pytorch"
 POLL_SECONDS = 0.5
 
 
@@ -16,14 +15,14 @@ class NoReplica(UserError):
     """The replica asked for has no pod (yet)."""
 
 
-def _select(c, job: str, replica: str | None) -> list:
-    found = cluster.pods(c, job)
+def _select(c, job: str, replica: str | None, kind: cluster.Kind) -> list:
+    found = cluster.pods(c, job, kind)
     if replica:
         chosen = [p for p in found if cluster.replica_name(p) == replica]
         if not chosen:
             names = ", ".join(cluster.replica_name(p) for p in found) or "none yet"
-            raise NoReplica(f"--replica {replica}: no such pod in PyTorchJob {job} (replicas: {names}); "
-                            "write ROLE-INDEX, e.g. master-0 or worker-1")
+            form = "node-0-INDEX, e.g. node-0-1" if kind is cluster.TRAINJOB else "ROLE-INDEX, e.g. master-0 or worker-1"
+            raise NoReplica(f"--replica {replica}: no such pod in {kind.kind} {job} (replicas: {names}); write {form}")
         return chosen
     return found
 
@@ -33,19 +32,19 @@ def _split(line: str) -> tuple[str, str]:
     return stamp, text
 
 
-def dump(c, job: str, replica: str | None, previous: bool, echo) -> None:
+def dump(c, job: str, replica: str | None, previous: bool, echo, kind: cluster.Kind = cluster.PYTORCHJOB) -> None:
     """Every selected pod's log, merged in time order by the kubelet's timestamps."""
     from kubernetes.client.exceptions import ApiException
 
     entries = []
-    selected = _select(c, job, replica)
+    selected = _select(c, job, replica, kind)
     if not selected:
-        echo(f"PyTorchJob {job} has no pods yet; the operator creates them once it admits the job "
+        echo(f"{kind.kind} {job} has no pods yet; its controller creates them once it admits the job "
              "(--follow waits for them)", err=True)
     for pod in selected:
         name = cluster.replica_name(pod)
         try:
-            text = c.core.read_namespaced_pod_log(pod.metadata.name, c.namespace, container=CONTAINER,
+            text = c.core.read_namespaced_pod_log(pod.metadata.name, c.namespace, container=kind.container,
                                                   previous=previous, timestamps=True)
         except ApiException as exc:
             if exc.status == 400:  # no log yet (Pending) or no previous container
@@ -63,7 +62,7 @@ def dump(c, job: str, replica: str | None, previous: bool, echo) -> None:
         echo(f"{name.ljust(width)} | {body}")
 
 
-def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
+def follow(c, job: str, replica: str | None, echo, tick=None, kind: cluster.Kind = cluster.PYTORCHJOB) -> None:
     """Stream until the job has ended and every followed container has stopped. `tick` sees the
     job's state on every poll."""
     lock = threading.Lock()
@@ -78,7 +77,7 @@ def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
     try:
         while True:
             try:
-                selected = _select(c, job, replica)
+                selected = _select(c, job, replica, kind)
             except NoReplica:
                 selected = []  # the replica's pod is not created yet: keep waiting for it
                 if not announced:
@@ -88,9 +87,9 @@ def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
                 uid = pod.metadata.uid or pod.metadata.name
                 if uid not in threads:
                     threads[uid] = threading.Thread(target=_follow_pod, daemon=True, args=(
-                        c, pod.metadata.name, cluster.replica_name(pod), say, stop))
+                        c, pod.metadata.name, cluster.replica_name(pod), say, stop, kind.container))
                     threads[uid].start()
-            current = cluster.get_job(c, job)
+            current = cluster.get_job(c, job, kind)
             ended = current is None or cluster.condition(current)[0] in cluster.TERMINAL
             if tick and current is not None:
                 with lock:
@@ -102,18 +101,18 @@ def follow(c, job: str, replica: str | None, echo, tick=None) -> None:
         stop.set()
 
 
-def _container(pod):
+def _container(pod, container: str):
     for status in (pod.status.container_statuses or []) if pod.status else []:
-        if status.name == CONTAINER:
+        if status.name == container:
             return status
     return None
 
 
-def _print_previous(c, pod_name: str, name: str, say, last_stamp: str) -> str:
+def _print_previous(c, pod_name: str, name: str, say, last_stamp: str, container: str) -> str:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        text = c.core.read_namespaced_pod_log(pod_name, c.namespace, container=CONTAINER, previous=True,
+        text = c.core.read_namespaced_pod_log(pod_name, c.namespace, container=container, previous=True,
                                               timestamps=True)
     except ApiException:
         return last_stamp
@@ -125,7 +124,7 @@ def _print_previous(c, pod_name: str, name: str, say, last_stamp: str) -> str:
     return last_stamp
 
 
-def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event) -> None:
+def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, container: str) -> None:
     from kubernetes.client.exceptions import ApiException
 
     last_stamp = ""
@@ -143,7 +142,7 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event) -> None
                 return
             time.sleep(POLL_SECONDS)
             continue
-        status = _container(pod)
+        status = _container(pod, container)
         waiting = status.state.waiting if status and status.state else None
         if pod.status.phase == "Pending" or waiting or status is None:
             reason = (waiting.reason if waiting else None) or pod.status.phase
@@ -154,14 +153,14 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event) -> None
             continue
         if restarts is None and waiting_said and status.restart_count > 0:
             # We watched it start, yet it already restarted between two looks: show the life we missed.
-            last_stamp = _print_previous(c, pod_name, name, say, last_stamp)
+            last_stamp = _print_previous(c, pod_name, name, say, last_stamp, container)
             restarts = status.restart_count - 1
         if restarts is not None and status.restart_count > restarts:
             say(name, f"container restarted (restart {status.restart_count})", err=True)
         restarts = status.restart_count
         waiting_said = ""
         try:
-            response = c.core.read_namespaced_pod_log(pod_name, c.namespace, container=CONTAINER, follow=True,
+            response = c.core.read_namespaced_pod_log(pod_name, c.namespace, container=container, follow=True,
                                                       timestamps=True, _preload_content=False)
             buffer = ""
             for chunk in response.stream(4096):
@@ -184,7 +183,7 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event) -> None
             pod = c.core.read_namespaced_pod(pod_name, c.namespace)
         except ApiException:
             return
-        status = _container(pod)
+        status = _container(pod, container)
         if status and status.restart_count > restarts:
             continue  # a new container already: attach to it at once, so none of its lines are missed
         if pod.status.phase in ("Succeeded", "Failed"):

@@ -21,22 +21,23 @@ class Submitted:
     dry_run: bool
     notes: list[str] = field(default_factory=list)
     helm: str = ""  # the helm command that takes the job over, for a values file
+    kind: str = "PyTorchJob"
 
 
 def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, dry_run: bool,
-           replace: bool) -> Submitted:
-    """Validate the job, then server-side apply the output PVC and the PyTorchJob."""
+           replace: bool, target: str | None = None) -> Submitted:
+    """Validate the job, then server-side apply what it needs (the output PVC; for a TrainJob, its
+    TrainingRuntime) and the job itself: a PyTorchJob, or a Trainer v2 TrainJob."""
     from generator import helm, paths
+    from generator.job import runtime
 
-    objects, chart = source.read(file, release, c.namespace)
-    if not source.is_manifest(objects):
-        raise UserError(f"{file} holds a Trainer v2 TrainJob, which submit does not apply yet; apply it with "
-                        "`generator render --target v2 ... | kubectl apply -f -`, or use target: v1")
-    job = source.pytorchjob(objects)
+    objects, chart = source.read(file, release, c.namespace, target)
+    kind = api.TRAINJOB if runtime.is_trainjob(objects) else api.PYTORCHJOB
+    job = next(o for o in objects if o.get("kind") == kind.kind)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:
         if namespace_flag:  # as kubectl: a manifest's namespace and -n must agree
-            raise UserError(f"{file} puts PyTorchJob {job['metadata']['name']} in namespace {written} but --namespace "
+            raise UserError(f"{file} puts {kind.kind} {job['metadata']['name']} in namespace {written} but --namespace "
                             f"is {namespace_flag}; drop one of them or make them agree")
         c.namespace = written
     for obj in objects:
@@ -46,50 +47,60 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
             annotations.update(zip(helm.RELEASE_ANNOTATIONS, (release, c.namespace), strict=True))
     name = job["metadata"]["name"]
     notes: list[str] = []
-    existing = api.get_job(c, name)
+    existing = api.get_job(c, name, kind)
     state, _ = api.condition(existing or {})
     if existing and state in api.TERMINAL:
         if not replace:
-            raise UserError(f"PyTorchJob {name} in namespace {c.namespace} already finished ({state}); a finished job "
+            raise UserError(f"{kind.kind} {name} in namespace {c.namespace} already finished ({state}); a finished job "
                             "does not run again: pass --replace to delete it and submit anew, or choose another name")
         if not dry_run:
-            api.delete_job(c, name)
-            wait_gone(c, name)
+            api.delete_job(c, name, kind)
+            wait_gone(c, name, kind)
             existing = None
-            notes.append(f"pytorchjob {name} deleted (it had {state.lower()})")
+            notes.append(f"{kind.kind.lower()} {name} deleted (it had {state.lower()})")
     for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
         api.apply_pvc(c, pvc, dry_run)
         notes.append(f"persistentvolumeclaim {pvc['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
+    for rt in (o for o in objects if o.get("kind") == "TrainingRuntime"):  # before the job that references it
+        api.apply_custom(c, rt, "trainingruntimes", dry_run)
+        notes.append(f"trainingruntime {rt['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
     before = (existing or {}).get("metadata", {}).get("resourceVersion")
-    applied = api.apply_job(c, job, dry_run)
+    applied = api.apply_job(c, job, dry_run, kind)
     after = applied.get("metadata", {}).get("resourceVersion")
     verdict = "created" if not existing else ("unchanged" if before == after else "configured")
     same = helm.equivalent("upgrade --install", paths.JOB_CHART, release, file, c.namespace) if chart else ""
-    return Submitted(name, c.namespace, verdict, dry_run, notes, same)
+    if same and target:
+        same += f" --set target={target}"
+    return Submitted(name, c.namespace, verdict, dry_run, notes, same, kind.kind)
 
 
-def wait_gone(c: api.Cluster, name: str, seconds: float = 120) -> None:
+def wait_gone(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB, seconds: float = 120) -> None:
     end = time.monotonic() + seconds
-    while api.get_job(c, name) is not None:
+    while api.get_job(c, name, kind) is not None:
         if time.monotonic() > end:
-            raise UserError(f"PyTorchJob {name} is still being deleted after {seconds:g}s; try again shortly")
+            raise UserError(f"{kind.kind} {name} is still being deleted after {seconds:g}s; try again shortly")
         time.sleep(0.5)
 
 
 def status(c: api.Cluster, name: str) -> dict:
-    """Conditions, replica counts and times, as a plain report."""
-    job = api.get_job(c, name)
-    if job is None:
-        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}; list them with "
-                        f"`kubectl get pytorchjobs -n {c.namespace}`")
+    """Conditions, replica counts and times, as a plain report. A TrainJob's counts are of its
+    child Jobs (jobsStatus), as Trainer reports them."""
+    kind, job = api.find(c, name)
     st = job.get("status") or {}
     state, last = api.condition(job)
-    replicas = {role: {k: int(v.get(k, 0) or 0) for k in ("active", "succeeded", "failed")}
-                for role, v in (st.get("replicaStatuses") or {}).items()}
-    return {"name": name, "namespace": c.namespace, "state": state or "Created",
+    counts = ("active", "succeeded", "failed")
+    if kind is api.TRAINJOB:
+        replicas = {j.get("name", "?"): {k: int(j.get(k, 0) or 0) for k in counts} for j in st.get("jobsStatus") or []}
+        started = job.get("metadata", {}).get("creationTimestamp")
+        completed = last.get("lastTransitionTime") if state in api.TERMINAL else None
+    else:
+        replicas = {role: {k: int(v.get(k, 0) or 0) for k in counts}
+                    for role, v in (st.get("replicaStatuses") or {}).items()}
+        started, completed = st.get("startTime"), st.get("completionTime")
+    return {"kind": kind.kind, "name": name, "namespace": c.namespace, "state": state or "Created",
             "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
                            for cond in st.get("conditions") or []],
-            "replicas": replicas, "startTime": st.get("startTime"), "completionTime": st.get("completionTime"),
+            "replicas": replicas, "startTime": started, "completionTime": completed,
             "reason": last.get("reason"), "message": last.get("message")}
 
 
@@ -103,14 +114,14 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
              on_state: Callable[[str, dict], None] | None = None,
              tick: Callable[[str], None] | None = None) -> WaitResult:
     """Watch the job until it reaches target, ends otherwise, or the timeout passes. `tick` sees
-    the state at least every 30 seconds."""
+    the state at least every 30 seconds. Succeeded means Complete for a TrainJob."""
     from kubernetes import watch
 
     end = time.monotonic() + timeout
     seen = None
-    job = api.get_job(c, name)
-    if job is None:
-        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}")
+    kind, job = api.find(c, name)
+    goal = kind.done if target == "Succeeded" else target
+    what = f"{kind.kind.lower()} {name}"
     while True:
         state, cond = api.condition(job)
         if on_state and state != seen:
@@ -118,36 +129,38 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             seen = state
         if tick:
             tick(state or "Created")
-        if state == target:
-            return WaitResult(REACHED, f"pytorchjob {name} {target.lower()}")
+        if state == goal:
+            return WaitResult(REACHED, f"{what} {goal.lower()}")
         if state in api.TERMINAL:
-            failed = first_failed_pod(c, name)
-            return WaitResult(ENDED_OTHERWISE, f"pytorchjob {name} ended {state}, not {target}: {cond.get('reason')}: "
+            failed = first_failed_pod(c, name, kind)
+            return WaitResult(ENDED_OTHERWISE, f"{what} ended {state}, not {goal}: {cond.get('reason')}: "
                               f"{cond.get('message')}" + (f"; first failed pod: {failed}" if failed else ""))
         left = end - time.monotonic()
         if left <= 0:
-            return WaitResult(TIMED_OUT, f"pytorchjob {name} is still {state or 'Created'} after {timeout}s; timed out "
-                              f"waiting for {target}")
+            return WaitResult(TIMED_OUT, f"{what} is still {state or 'Created'} after {timeout}s; timed out "
+                              f"waiting for {goal}")
         stream = watch.Watch()
         try:
-            for event in stream.stream(c.custom.list_namespaced_custom_object, api.GROUP, api.VERSION,
-                                       c.namespace, api.PLURAL, field_selector=f"metadata.name={name}",
+            for event in stream.stream(c.custom.list_namespaced_custom_object, kind.group, kind.version,
+                                       c.namespace, kind.plural, field_selector=f"metadata.name={name}",
                                        timeout_seconds=max(1, int(min(left, 30)))):
                 if event["type"] == "DELETED":
-                    raise UserError(f"PyTorchJob {name} was deleted while waiting for {target}")
+                    raise UserError(f"{kind.kind} {name} was deleted while waiting for {goal}")
                 job = event["object"]
                 if api.condition(job)[0] != state:
                     break
         except UserError:
             raise
         except Exception as exc:
-            raise api.explain(exc, c, "watch", api.PLURAL, name) from exc
+            raise api.explain(exc, c, "watch", kind.plural, name) from exc
         finally:
             stream.stop()
+        if kind is api.TRAINJOB and api.condition(job)[0] == state:
+            job = api.get_job(c, name, kind) or job  # Running comes of jobsStatus, which a watch may not end on
 
 
-def first_failed_pod(c: api.Cluster, name: str) -> str:
-    for pod in api.pods(c, name):
+def first_failed_pod(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB) -> str:
+    for pod in api.pods(c, name, kind):
         for st in pod.status.container_statuses or []:
             terminated = (st.state and st.state.terminated) or (st.last_state and st.last_state.terminated)
             if terminated and terminated.exit_code:
@@ -160,18 +173,30 @@ def first_failed_pod(c: api.Cluster, name: str) -> str:
 
 
 def delete(c: api.Cluster, name: str, with_pvc: bool) -> Iterator[str]:
-    """Delete the job (its pods go with it) and, if asked, the output PVC the chart created;
-    yields a line for each deletion as it happens."""
-    api.delete_job(c, name)
-    yield f"pytorchjob {name} deleted"
+    """Delete the job (its pods go with it), a TrainJob's own TrainingRuntime that the chart made
+    for it, and, if asked, the output PVC the chart created; a line for each as it happens."""
+    kind, job = api.find(c, name)
+    api.delete_job(c, name, kind)
+    yield f"{kind.kind.lower()} {name} deleted"
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    if kind is api.TRAINJOB and ref.get("kind") == "TrainingRuntime" and ref.get("name") == name:
+        runtime = api.get_custom(c, api.TRAINJOB.group, api.TRAINJOB.version, "trainingruntimes", name)
+        if runtime is not None and _charts(runtime.get("metadata", {}).get("labels")):
+            api.call(c, "delete", "trainingruntimes", name, c.custom.delete_namespaced_custom_object, api.TRAINJOB.group,
+                     api.TRAINJOB.version, c.namespace, "trainingruntimes", name)
+            yield f"trainingruntime {name} deleted"
     if with_pvc:
         claim = f"{name}-output"
         pvc = api.call(c, "get", "persistentvolumeclaims", claim, c.core.read_namespaced_persistent_volume_claim,
                        claim, c.namespace)
-        chart = (pvc.metadata.labels or {}).get("helm.sh/chart", "")
-        if not chart.startswith("pytorchjob-"):
+        if not _charts(pvc.metadata.labels):
             raise UserError(f"PersistentVolumeClaim {claim} was not created by charts/pytorchjob (no helm.sh/chart "
                             "label of it); delete it yourself if you mean to: kubectl delete pvc " + claim)
         api.call(c, "delete", "persistentvolumeclaims", claim, c.core.delete_namespaced_persistent_volume_claim,
                  claim, c.namespace)
         yield f"persistentvolumeclaim {claim} deleted"
+
+
+def _charts(labels: dict | None) -> bool:
+    """Whether charts/pytorchjob made the object (only then may delete remove it)."""
+    return (labels or {}).get("helm.sh/chart", "").startswith("pytorchjob-")

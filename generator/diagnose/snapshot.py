@@ -82,12 +82,11 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     """Raises UserError when the job itself cannot be read; anything else missing is recorded."""
     from generator.errors import UserError
 
-    job = api.get_job(c, name)
-    if job is not None:
-        job.get("metadata", {}).pop("managedFields", None)
-    if job is None:
-        raise UserError(f"PyTorchJob {name} not found in namespace {c.namespace}; list them with "
-                        f"`kubectl get pytorchjobs -n {c.namespace}`")
+    kind, job = api.find(c, name)
+    if kind is not api.PYTORCHJOB:
+        raise UserError(f"{kind.kind} {name}: diagnose reads PyTorchJobs only so far; see `generator status {name}` "
+                        f"and `kubectl describe jobset {name} -n {c.namespace}`")
+    job.get("metadata", {}).pop("managedFields", None)
     def serialize(obj) -> dict:
         plain = c.core.api_client.sanitize_for_serialization(obj)
         plain.get("metadata", {}).pop("managedFields", None)  # who wrote which field: noise here
