@@ -180,3 +180,100 @@ def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, valu
                           env=cluster.env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [j["metadata"]["name"] for j in json.loads(proc.stdout)["items"]] == ["mnist"]
+
+
+# A Trainer v2 TrainJob: its CRDs are Trainer's own, the node Job is a real Indexed Job whose pods
+# the process node runs, and the TrainJob's status is written as Trainer writes it (no Trainer
+# controller runs here: tests/support/trainer.py).
+V2_VALUES = ("target: v2\njob: {name: mnist}\ntopology: {workers: 1}\n"
+             "output: {enabled: true, mountOn: all, accessModes: [ReadWriteMany]}\n"
+             "resources: {requests: {cpu: 100m, memory: 128Mi}}\nargs: [--dataset=digits, --epochs=1, --threads=1]\n")
+
+
+def _background(cluster, *args):
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    return subprocess.Popen([sys.executable, "-m", "generator", *args], env=cluster.env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _lines_of(output: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        node, sep, text = line.partition(" | ")
+        if sep:
+            out.setdefault(node.strip(), []).append(text)
+    return out
+
+
+def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns, tmp_path):
+    from kubernetes import client
+
+    from tests.support import trainer
+
+    api = cluster.api()
+    trainer.install_crds(api)
+    values = tmp_path / "v2.yaml"
+    values.write_text(V2_VALUES)
+    proc = cluster.cli("submit", str(values), "-n", ns, check=True)
+    assert proc.stdout == "trainjob mnist created\n"
+    assert "trainingruntime mnist applied" in proc.stderr and "persistentvolumeclaim mnist-output applied" in proc.stderr
+    status = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)
+    assert (status["kind"], status["state"], status["replicas"]) == ("TrainJob", "Created", {})
+
+    trainer.start_nodes(api, ns, "mnist")
+    logs = _background(cluster, "logs", "mnist", "-n", ns, "-f")
+    waiting = _background(cluster, "wait", "mnist", "-n", ns, "--timeout", "600")
+    assert trainer.record(api, ns, "mnist") == "Complete"
+    assert waiting.wait(timeout=120) == 0, waiting.stderr.read()
+    assert waiting.stderr.read().strip() == "trainjob mnist complete"
+    out, err = logs.communicate(timeout=120)
+    assert logs.returncode == 0, err
+    nodes = _lines_of(out)
+    assert set(nodes) == {"node-0-0", "node-0-1"}
+    assert any("world size 2 (gloo, cpu)" in line for line in nodes["node-0-0"])  # torchrun made two ranks of two nodes
+    assert any("test accuracy" in line for line in nodes["node-0-0"])
+
+    status = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)
+    assert (status["state"], status["reason"], status["replicas"]) == (
+        "Complete", "AllJobsCompleted", {"node": {"active": 0, "succeeded": 1, "failed": 0}})
+    table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
+    assert table.startswith(f"TrainJob mnist (namespace {ns}): Complete\n")
+    one = _lines_of(cluster.cli("logs", "mnist", "-n", ns, "--replica", "node-0-1", check=True).stdout)
+    assert set(one) == {"node-0-1"}
+    wrong = cluster.cli("logs", "mnist", "-n", ns, "--replica", "worker-0")
+    assert wrong.returncode == 1 and "write node-0-INDEX, e.g. node-0-1" in wrong.stderr
+
+    proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)
+    assert proc.stdout.splitlines() == ["trainjob mnist deleted", "trainingruntime mnist deleted",
+                                        "persistentvolumeclaim mnist-output deleted"]
+    core = client.CoreV1Api(api)
+    end = time.monotonic() + 120
+    while core.list_namespaced_pod(ns, label_selector="jobset.sigs.k8s.io/jobset-name=mnist").items:
+        assert time.monotonic() < end, "the TrainJob's pods outlived it"
+        time.sleep(1)
+    missing = cluster.cli("status", "mnist", "-n", ns)
+    assert missing.returncode == 1 and f"PyTorchJob mnist not found in namespace {ns}, nor a TrainJob" in missing.stderr
+
+
+def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluster, ns, tmp_path):
+    from tests.support import trainer
+
+    api = cluster.api()
+    trainer.install_crds(api)
+    values = tmp_path / "v2.yaml"
+    # The trainer refuses the flag at once; backoffLimit 0: the first failed node fails the node Job.
+    values.write_text("job: {name: broken}\ntopology: {workers: 1}\nargs: [--dataset=digits, --no-such-flag]\n"
+                      "runPolicy: {backoffLimit: 0}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n")
+    assert cluster.cli("submit", str(values), "-n", ns, "--target", "v2", check=True).stdout == "trainjob broken created\n"
+    trainer.start_nodes(api, ns, "broken")
+    waiting = _background(cluster, "wait", "broken", "-n", ns, "--timeout", "600")
+    assert trainer.record(api, ns, "broken") == "Failed"
+    assert waiting.wait(timeout=120) == 1
+    message = waiting.stderr.read()
+    assert ("trainjob broken ended Failed, not Complete: FailedJobs: jobset failed due to one or more job failures; "
+            "first failed pod: broken-node-0-") in message
+    assert "(container node exited 1: Error)" in message

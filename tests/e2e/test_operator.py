@@ -196,26 +196,9 @@ def test_the_operator_was_never_denied_by_rbac(cluster):
 @pytest.mark.parametrize("name", V2_SCENARIOS)
 def test_every_v2_scenario_is_accepted_by_an_api_server_with_trainers_crds(cluster, name):
     """No Trainer controller runs here, but its v2.3 CRDs (schemas and CEL rules) judge the objects."""
-    import yaml
-    from kubernetes import client
+    from tests.support import trainer
 
-    from tests.support import REFERENCE
-
-    folder = REFERENCE / "trainer-v2.3.0"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent: Trainer's CRDs come from ../shared")
-    extensions = client.ApiextensionsV1Api(cluster.api())
-    for plural in ("trainjobs", "trainingruntimes"):
-        crd = yaml.safe_load((folder / f"trainer.kubeflow.org_{plural}.yaml").read_text())
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except client.ApiException as exc:
-            assert exc.status == 409, exc.body  # the other v2 scenario installed it
-        wait = time.monotonic() + 60
-        while not any(c.type == "Established" and c.status == "True" for c in
-                      extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []):
-            assert time.monotonic() < wait, f"{crd['metadata']['name']} was not Established"
-            time.sleep(0.5)
+    trainer.install_crds(cluster.api())
     _ensure_namespace(cluster, scenarios.NAMESPACE)
     plurals = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes"}
     objects = [o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] in plurals]

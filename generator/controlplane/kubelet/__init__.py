@@ -118,6 +118,14 @@ class Kubelet:
                 (w.pod["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())),
                 key=lambda w: not w.ready)
             lines += [f"{w.pod_ip}\t{names}" for w in chosen]
+            if svc.spec.cluster_ip == "None":
+                # A headless Service also names each pod whose subdomain it is: <hostname>.<service>,
+                # as JobSet's PET_MASTER_ADDR <job>-node-0-0.<job> expects.
+                for w in chosen:
+                    if w.pod["spec"].get("subdomain") == n:
+                        full = f"{w.hostname}.{n}"
+                        short = f"{full} " if ns == worker.namespace else ""
+                        lines.append(f"{w.pod_ip}\t{short}{full}.{ns} {full}.{ns}.svc {full}.{ns}.svc.cluster.local")
         return "\n".join(lines) + "\n"
 
     def _resolver(self) -> None:

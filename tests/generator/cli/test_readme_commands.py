@@ -39,3 +39,18 @@ def test_the_readmes_generator_examples_run_as_written(tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
     report = json.loads(next(p.stdout for c, p in outputs.items() if "--format json" in c))
     assert [(r["file"], r["valid"]) for r in report] == [("bert.yaml", True), ("tencent.yaml", True)]
+
+
+def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
+    section = README.split("### Kubeflow Trainer v2", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
+    ran = [line.strip() for line in block.splitlines() if line.startswith("python -m generator")]
+    assert [shlex.split(c)[3] for c in ran] == ["values", "run"]
+    for line in ran:
+        proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, f"{line}\n{proc.stderr}"
+    assert "job succeeded: every node succeeded" in proc.stderr
+    assert all(re.search(rf"^node-0-{i}\s+Succeeded", proc.stderr, re.M) for i in (0, 1))  # the summary table
+    metrics = json.loads((tmp_path / "runs/digits-v2/digits-v2-output/metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["final_accuracy"] >= 0.9
