@@ -1,5 +1,6 @@
 """`python -m trainer`: exit 0 when trained, 1 on a launch or data error (no traceback),
-143 after the SIGTERM checkpoint so restartPolicy ExitCode retries the pod."""
+143 after the SIGTERM checkpoint and 200 when the group lost a peer, both of which restartPolicy
+ExitCode retries."""
 from __future__ import annotations
 
 import os
@@ -29,6 +30,15 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TRAINER_DEBUG"):
             raise
         code = 1
+    except Exception as exc:
+        if not distributed.peer_lost(exc) or os.environ.get("TRAINER_DEBUG"):
+            raise
+        rank = os.environ.get("RANK", "0")
+        first = str(exc).strip().splitlines()[0].split(" This is typically")[0] if str(exc).strip() else type(exc).__name__
+        print(f"trainer (rank {rank}): the group lost a peer ({first}); exiting {distributed.RETRY_EXIT} so this pod "
+              "restarts and joins the Master's next generation, resuming from the newest checkpoint",
+              file=sys.stderr, flush=True)
+        code = distributed.RETRY_EXIT
     finally:
         distributed.shutdown()
     return code

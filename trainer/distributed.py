@@ -1,18 +1,47 @@
 """The launch contract: the operator's env (one process per pod), torchrun (PET_* variables,
-elastic rendezvous), or a plain process with none of it (world size 1)."""
+elastic rendezvous), or a plain process with none of it (world size 1).
+
+Under the operator's env every start of the group is a generation: rank 0 hosts the store and
+names a fresh generation, and each rank joins it once. A pod restarted while the old Master still
+lives reaches that Master's generation after its group started, and leaves at once instead of
+waiting in a group that will never take it; a rank whose peer died leaves as soon as a collective
+fails. Both exit RETRY_EXIT, which every restart policy but Never retries, so the pods meet again
+in the Master's next generation."""
 from __future__ import annotations
 
 import datetime
 import os
 import sys
+import uuid
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+RETRY_EXIT = 200  # in 128-255: restartPolicy ExitCode retries it, as it retries a kill
+GENERATION_KEY = "pytorchjob-kit/generation"
+# How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
+             "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv")
+
 
 class LaunchError(RuntimeError):
     """A launch that cannot work; the message says how to fix it."""
+
+
+class PeerLost(RuntimeError):
+    """The group cannot go on as it is (a peer died, or this rank reached a generation that had
+    already started); a restart joins the next one."""
+
+
+def peer_lost(exc: BaseException) -> bool:
+    """Whether a failure is the group's (a dead or departed peer), not this rank's own."""
+    if isinstance(exc, PeerLost):
+        return True
+    dist_error = getattr(dist, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in PEER_GONE)
 
 
 @dataclass(frozen=True)
@@ -91,15 +120,38 @@ def init(launch: Launch, timeout_s: float) -> None:
         if not os.environ.get(name):
             raise LaunchError(f"WORLD_SIZE={launch.world_size} but {name} is not set; the operator sets it for "
                               "PyTorchJob pods, torchrun sets it for its processes")
+    timeout = datetime.timedelta(seconds=timeout_s)
+    device_id = launch.device if launch.device.type == "cuda" else None
     try:
-        dist.init_process_group(launch.backend, init_method="env://", rank=launch.rank,
-                                world_size=launch.world_size, timeout=datetime.timedelta(seconds=timeout_s),
-                                device_id=launch.device if launch.device.type == "cuda" else None)
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's agent store already has its restart rounds
+            dist.init_process_group(launch.backend, init_method="env://", rank=launch.rank,
+                                    world_size=launch.world_size, timeout=timeout, device_id=device_id)
+            return
+        store = _join_generation(launch, timeout)
     except (RuntimeError, ValueError, OSError) as exc:
+        if isinstance(exc, PeerLost):
+            raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise LaunchError(f"could not reach the master at {launch.master} within {timeout_s:g}s as rank {launch.rank} "
                           f"of {launch.world_size} ({first}); check that the Master pod is running and its "
                           "pytorchjob-port is reachable, or raise --rdzv-timeout") from exc
+    dist.init_process_group(launch.backend, store=store, rank=launch.rank, world_size=launch.world_size,
+                            timeout=timeout, device_id=device_id)
+
+
+def _join_generation(launch: Launch, timeout: datetime.timedelta):
+    """The Master's store, under the prefix of its current generation, joined once by each rank."""
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), launch.world_size,
+                          is_master=launch.is_main, timeout=timeout, wait_for_workers=False)
+    if launch.is_main:
+        generation = uuid.uuid4().hex[:12]
+        store.set(GENERATION_KEY, generation)
+    else:
+        generation = store.get(GENERATION_KEY).decode()
+    if store.add(f"{generation}/rank-{launch.rank}", 1) > 1:
+        raise PeerLost(f"rank {launch.rank} reached the Master's generation {generation} after it had started, so that "
+                       "Master is from before this pod's restart and its group is going away")
+    return dist.PrefixStore(generation, store)
 
 
 def shutdown() -> None:

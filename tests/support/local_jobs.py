@@ -53,3 +53,33 @@ def alive(marker: str) -> list[int]:
             found.append(int(entry.name))
     return found
 
+
+
+def digits_plan(folder: Path, name: str, epochs: int = 6, **values):
+    """The chart's 3-replica job on digits (seeded, one thread each), planned for `generator run`."""
+    from generator import helm, paths
+    from generator.local import plan as local_plan
+
+    merged = {"job": {"name": name}, "topology": {"workers": 2}, "output": {"enabled": True},
+              "args": ["--dataset=digits", f"--epochs={epochs}", "--threads=1", "--seed=5"], **values}
+    job = next(o for o in helm.render_objects(paths.JOB_CHART, merged) if o["kind"] == "PyTorchJob")
+    return local_plan.plan(job, folder / name)
+
+
+class Sink:
+    """A runner's output, kept in memory for the test to read."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        return "".join(self.lines)

@@ -85,3 +85,51 @@ def test_a_peer_gone_at_teardown_does_not_fail_a_finished_run(monkeypatch, capsy
     distributed.shutdown()
     assert not dist.is_initialized()
     assert "trainer: leaving the process group: Connection closed by peer" in capsys.readouterr().err
+
+
+HOLD = ("import sys, time; from trainer import distributed as d; l = d.read_launch('gloo'); d.init(l, 30); "
+        "print('joined', flush=True); time.sleep(60)")
+
+
+def test_a_rank_restarted_while_its_old_master_lives_leaves_at_once_with_the_retry_code(tmp_path):
+    """The race of a pod restarted in place: it reaches the Master of the group it left, whose
+    generation already started. It must not wait in it, and must exit so a policy retries it."""
+    port = trainer_procs.free_port()
+    group = [subprocess.Popen([sys.executable, "-c", HOLD], env=trainer_procs.operator_env(rank, 2, port),
+                              cwd=trainer_procs.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in (0, 1)]
+    try:
+        for proc in group:
+            assert proc.stdout.readline().strip() == "joined"
+        late = _run(["--dataset", "digits", "--output-dir", str(tmp_path)], trainer_procs.operator_env(1, 2, port),
+                    timeout=60)
+        assert late.returncode == distributed.RETRY_EXIT, late.stderr
+        assert "reached the Master's generation" in late.stderr and "after it had started" in late.stderr
+        assert "Traceback (most recent call last)" not in late.stderr
+    finally:
+        for proc in group:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_rank_whose_peer_dies_mid_training_exits_with_the_retry_code_naming_it(tmp_path):
+    import signal
+
+    port = trainer_procs.free_port()
+    args = ["--dataset", "digits", "--epochs", "50", "--threads", "1", "--output-dir", str(tmp_path)]
+    master = trainer_procs.trainer(args, trainer_procs.operator_env(0, 2, port))
+    worker = trainer_procs.trainer(args, trainer_procs.operator_env(1, 2, port), start_new_session=True)
+    try:
+        for line in master.stdout:
+            if "epoch 1 step" in line:
+                break
+        worker.send_signal(signal.SIGKILL)
+        out, _ = master.communicate(timeout=60)
+        assert master.returncode == distributed.RETRY_EXIT, out
+        assert "trainer (rank 0): the group lost a peer (" in out and "joins the Master's next generation" in out
+        assert "Traceback (most recent call last)" not in out
+    finally:
+        for proc in (master, worker):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

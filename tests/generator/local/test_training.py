@@ -11,30 +11,17 @@ import pytest
 from generator import helm, paths
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
+from tests.support import local_jobs
 
 pytestmark = pytest.mark.slow
 DIGITS_TRAIN = 1437
 
 
 def _plan(tmp_path: Path, name: str, epochs: int = 6) -> local_plan.Plan:
-    values = {"job": {"name": name}, "topology": {"workers": 2}, "output": {"enabled": True},
-              "args": ["--dataset=digits", f"--epochs={epochs}", "--threads=1", "--seed=5"]}
-    job = next(o for o in helm.render_objects(paths.JOB_CHART, values) if o["kind"] == "PyTorchJob")
-    return local_plan.plan(job, tmp_path / name)
+    return local_jobs.digits_plan(tmp_path, name, epochs)
 
 
-class Sink:
-    def __init__(self):
-        self.lines = []
-
-    def write(self, text):
-        self.lines.append(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
+Sink = local_jobs.Sink
 
 
 def _metrics(plan):
