@@ -120,6 +120,9 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
     if exc.status == 404 and kind and not (body.get("details") or {}).get("name"):
         return NoResource(f"the cluster has no {kind.kind} resource (CRD {kind.plural}.{kind.group} is missing); "
                           f"{kind.install}")
+    if exc.status == 404 and (body.get("details") or {}).get("kind") == "namespaces":
+        return UserError(f"namespace {cluster.namespace} does not exist; create it first (kubectl create namespace "
+                         f"{cluster.namespace}) or pass another --namespace")
     if exc.status == 404:
         return UserError(f"{_kind(resource)} {name} not found {where}; check the name and --namespace "
                          f"(kubectl get {resource} -n {cluster.namespace})")

@@ -90,6 +90,12 @@ def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(cluster):
     assert f"puts PyTorchJob tke-nccl-resnet in namespace {namespace} but --namespace is other" in proc.stderr
 
 
+def test_submit_to_a_namespace_that_does_not_exist_says_to_create_it(cluster, values_file):
+    proc = cluster.cli("submit", values_file, "-n", "no-such-ns")
+    assert proc.returncode == 1
+    assert "namespace no-such-ns does not exist; create it first (kubectl create namespace no-such-ns)" in proc.stderr
+
+
 def test_delete_with_the_claim_and_then_of_what_is_gone(cluster, ns, values_file):
     cluster.cli("submit", values_file, "-n", ns, check=True)
     proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)

@@ -1,12 +1,14 @@
 """The README's helm commands, run as written with the helm CLI and kubectl against a cluster that
 starts with no operator (`cluster up --no-operator`): install both charts, follow the job,
-upgrade and test the operator, uninstall both, and what each step leaves in the cluster. One
-change to the README's mnist.yaml: the digits data set, because there is no internet here."""
+upgrade and test the operator, uninstall both, and what each step leaves in the cluster; between
+them, the README's generator commands for a cluster, on the same mnist.yaml. One change to the
+README's mnist.yaml: the digits data set, because there is no internet here."""
 from __future__ import annotations
 
 import re
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +31,13 @@ def readme_commands() -> list[str]:
     blocks = re.findall(r"```console\n(.*?)```", SECTION, re.S)
     return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
             if line.startswith(("helm ", "kubectl "))]
+
+
+def generator_commands() -> list[str]:
+    """The README's `On a cluster` block."""
+    section = README.split("### On a cluster", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
 def mnist_yaml() -> str:
@@ -64,8 +73,9 @@ class Shell:
         from generator.controlplane.layout import Layout
 
         self.cluster, self.workdir = cluster, workdir
-        self.tools = {"helm": str(build.bin_dir() / build.HELM_BINARY), "kubectl": str(build.bin_dir() / "kubectl")}
-        self.env = operator.helm_env(Layout(cluster.dir))
+        self.tools = {"helm": str(build.bin_dir() / build.HELM_BINARY), "kubectl": str(build.bin_dir() / "kubectl"),
+                      "python": sys.executable}
+        self.env = {**operator.helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
 
     def __call__(self, line: str, timeout: float = 300) -> subprocess.CompletedProcess:
         words = shlex.split(line)
@@ -182,6 +192,25 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     wait_for(lambda: not core.list_namespaced_pod("training").items, 120, "the job's pods to go")
     assert [c.metadata.name for c in core.list_namespaced_persistent_volume_claim("training").items] == ["mnist-output"]
     assert leftovers(cluster, "mnist") == ["persistentvolumeclaim/mnist-output"]  # output.keep
+
+    # The README's generator block for a cluster, as written, with the operator still installed.
+    block = generator_commands()
+    assert [line.split()[:4] for line in block] == [
+        ["kubectl", "create", "namespace", "training"], *[["python", "-m", "generator", verb] for verb in (
+            "submit", "status", "logs", "logs", "wait", "delete")]]
+    outputs = []
+    for line in block[1:]:  # training is there already: helm created it
+        done = sh(line, timeout=900)
+        assert done.returncode == 0, f"{line}\n{done.stderr}"
+        outputs.append(done)
+    submitted, status, followed, previous, waited, deleted = outputs
+    assert submitted.stdout == "pytorchjob mnist created\n" and "mnist: Succeeded" in submitted.stderr
+    assert status.stdout.startswith("PyTorchJob mnist (namespace training): Succeeded\n")
+    assert "master-0 | epoch 5/5: test accuracy" in followed.stdout
+    assert "worker-1: no log:" in previous.stderr  # it never restarted: there is no earlier container
+    assert waited.stderr.strip() == "pytorchjob mnist succeeded"
+    assert deleted.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
+    assert leftovers(cluster, "mnist") == []
 
     done = sh(uninstall_operator)
     assert done.returncode == 0, done.stderr

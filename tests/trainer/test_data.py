@@ -1,14 +1,12 @@
 """Data sets, shards and the MNIST loader, on data the tests make."""
-import gzip
 import hashlib
 import http.server
-import struct
 import threading
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support import mnist_files
 from trainer import data
 
 
@@ -48,27 +46,7 @@ def test_digits_are_28x28_and_split_80_20():
     assert len(test) == 360 and set(train.y.unique().tolist()) == set(range(10))
 
 
-def _idx(array: torch.Tensor) -> bytes:
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.dim()) + struct.pack(f">{array.dim()}I", *array.shape)
-    return header + array.to(torch.uint8).numpy().tobytes()
-
-
-def _write_mnist(directory: Path, n_train=32, n_test=8, gz=True) -> dict:
-    g = torch.Generator().manual_seed(0)
-    arrays = {
-        "train-images-idx3-ubyte": torch.randint(0, 256, (n_train, 28, 28), generator=g),
-        "train-labels-idx1-ubyte": torch.randint(0, 10, (n_train,), generator=g),
-        "t10k-images-idx3-ubyte": torch.randint(0, 256, (n_test, 28, 28), generator=g),
-        "t10k-labels-idx1-ubyte": torch.randint(0, 10, (n_test,), generator=g),
-    }
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, array in arrays.items():
-        payload = _idx(array)
-        if gz:
-            (directory / f"{name}.gz").write_bytes(gzip.compress(payload, mtime=0))
-        else:
-            (directory / name).write_bytes(payload)
-    return arrays
+_write_mnist = mnist_files.write
 
 
 @pytest.mark.parametrize("gz", [True, False])

@@ -1,0 +1,38 @@
+"""The README's trainer commands, run as written in a scratch folder: the digits run, MNIST from
+IDX files already in --data-dir (made here: CI has no internet), and the synthetic throughput
+run, whose GPU-only flags say on a CPU that they do nothing."""
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+from tests.support import ROOT, mnist_files, trainer_procs
+
+pytestmark = __import__("pytest").mark.slow
+README = (ROOT / "README.md").read_text()
+
+
+def commands() -> list[str]:
+    section = README.split("## The trainer", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("python -m trainer")]
+
+
+def test_the_readmes_trainer_commands_train_as_written(tmp_path):
+    lines = commands()
+    assert [shlex.split(line)[4] for line in lines] == ["digits", "mnist", "synthetic"]
+    mnist_files.write(tmp_path / "data" / "mnist", n_train=256, n_test=64)
+    for line in lines:
+        proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env=trainer_procs.base_env(CUDA_VISIBLE_DEVICES=""))
+        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+        dataset = shlex.split(line)[4]
+        metrics = json.loads((tmp_path / "out" / dataset / "metrics.json").read_text())
+        assert (tmp_path / "out" / dataset / "mnist_cnn.pt").stat().st_size > 0
+        if dataset == "digits":
+            assert len(metrics["epoch_accuracies"]) == 5 and metrics["final_accuracy"] >= 0.9
+        if dataset == "mnist":
+            assert "downloading" not in (proc.stdout + proc.stderr).lower()  # the files were there: no network
+        if dataset == "synthetic":
+            assert "do nothing" in proc.stdout + proc.stderr  # --amp and --channels-last on a CPU
