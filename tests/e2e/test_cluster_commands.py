@@ -234,8 +234,9 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     logs = _background(cluster, "logs", "mnist", "-n", ns, "-f")
     waiting = _background(cluster, "wait", "mnist", "-n", ns, "--timeout", "600")
     assert trainer.record(api, ns, "mnist") == "Complete"
-    assert waiting.wait(timeout=120) == 0, waiting.stderr.read()
-    assert waiting.stderr.read().strip() == "trainjob mnist complete"
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert out.strip() == "trainjob mnist complete"
     out, err = logs.communicate(timeout=120)
     assert logs.returncode == 0, err
     nodes = _lines_of(out)
@@ -271,15 +272,17 @@ def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluste
     api = cluster.api()
     trainer.install_crds(api)
     values = tmp_path / "v2.yaml"
-    # The trainer refuses the flag at once; backoffLimit 0: the first failed node fails the node Job.
+    # The trainer refuses the flag at once; backoffLimit 0: the first failed node fails the node Job. Under
+    # Never the failed pod stays (the Job controller deletes OnFailure pods as it fails), so wait can name it.
     values.write_text("job: {name: broken}\ntopology: {workers: 1}\nargs: [--dataset=digits, --no-such-flag]\n"
-                      "runPolicy: {backoffLimit: 0}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n")
+                      "restartPolicy: Never\nrunPolicy: {backoffLimit: 0}\n"
+                      "resources: {requests: {cpu: 100m, memory: 128Mi}}\n")
     assert cluster.cli("submit", str(values), "-n", ns, "--target", "v2", check=True).stdout == "trainjob broken created\n"
     trainer.start_nodes(api, ns, "broken")
     waiting = _background(cluster, "wait", "broken", "-n", ns, "--timeout", "600")
     assert trainer.record(api, ns, "broken") == "Failed"
-    assert waiting.wait(timeout=120) == 1
-    message = waiting.stderr.read()
+    _, message = waiting.communicate(timeout=120)
+    assert waiting.returncode == 1, message
     assert ("trainjob broken ended Failed, not Complete: FailedJobs: jobset failed due to one or more job failures; "
             "first failed pod: broken-node-0-") in message
     assert "(container node exited 1: Error)" in message

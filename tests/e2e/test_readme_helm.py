@@ -208,7 +208,7 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     assert status.stdout.startswith("PyTorchJob mnist (namespace training): Succeeded\n")
     assert "master-0 | epoch 5/5: test accuracy" in followed.stdout
     assert "worker-1: no log:" in previous.stderr  # it never restarted: there is no earlier container
-    assert waited.stderr.strip() == "pytorchjob mnist succeeded"
+    assert waited.stdout.strip() == "pytorchjob mnist succeeded"
     assert deleted.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
     assert leftovers(cluster, "mnist") == []
 
