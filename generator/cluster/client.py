@@ -33,10 +33,6 @@ class Kind:
     done: str  # the condition type of success
     install: str  # what gives a cluster the CRD
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
 
 PYTORCHJOB = Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", JOB_LABEL, "pytorch", "Succeeded",
                   "install charts/pytorch-operator first: helm install training charts/pytorch-operator -n kubeflow "
@@ -44,7 +40,6 @@ PYTORCHJOB = Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", JOB_LABEL, 
 TRAINJOB = Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", JOBSET_LABEL, "node", "Complete",
                 "install Kubeflow Trainer v2.3 (its CRDs, controller and JobSet) on the cluster, or use --target v1")
 KINDS = (PYTORCHJOB, TRAINJOB)
-GROUP, VERSION, PLURAL = PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural
 
 
 class NoResource(UserError):
@@ -140,6 +135,10 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
                          f"RoleBinding to the edit role (charts/pytorch-operator aggregates pytorchjobs into it)")
     if exc.status == 409:
         if "conflict" in message.lower() and "apply" in message.lower():
+            if "meta.helm.sh/release-name" in message or "app.kubernetes.io/instance" in message:
+                return UserError(f"{_kind(resource)} {name} belongs to another Helm release ({message}); submit with "
+                                 "that release's name as --release so the two agree, or delete the object first "
+                                 f"(kubectl delete {resource} {name} -n {cluster.namespace})")
             return UserError(f"{_kind(resource)} {name}: fields are owned by another tool ({message}); edit it with "
                              "that tool, or delete it and submit again with --replace")
         return UserError(f"{_kind(resource)} {name} already exists {where} ({message}); pick another --name or "

@@ -51,6 +51,9 @@ def dump(c, job: str, replica: str | None, previous: bool, echo, kind: cluster.K
                 reason = cluster._body(exc).get("message", exc.reason)
                 echo(f"{name}: no log: {reason}", err=True)
                 continue
+            if exc.status == 404:  # deleted since it was listed: a finished job's pods go (cleanPodPolicy)
+                echo(f"{name}: no log: pod {pod.metadata.name} was deleted", err=True)
+                continue
             raise cluster.explain(exc, c, "get logs of", "pods", pod.metadata.name) from exc
         except Exception as exc:
             raise cluster.explain(exc, c, "get logs of", "pods", pod.metadata.name) from exc

@@ -11,10 +11,11 @@ import time
 import pytest
 import yaml
 
+from generator.job import runtime
 from tests.support import REFERENCE
 
-GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
-PORT = 29500
+GROUP, VERSION = runtime.GROUP, "v1alpha1"
+PORT = runtime.MASTER_PORT
 COMPLETION = "batch.kubernetes.io/job-completion-index"
 # The reasons and messages Trainer copies from its JobSet's terminal conditions.
 COMPLETE = ("Complete", "AllJobsCompleted", "jobset completed successfully")
@@ -47,8 +48,6 @@ def start_nodes(api, namespace: str, name: str) -> None:
     plugin fills them: the PET_* env, port 29500), owned by the TrainJob so that deleting it
     takes them away."""
     from kubernetes import client
-
-    from generator.job import runtime
 
     custom = client.CustomObjectsApi(api)
     job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "trainjobs", name)

@@ -24,21 +24,19 @@ BOUND_SECONDS = 120  # beyond an uninterrupted run
 
 
 @pytest.fixture(scope="module")
-def busy_core():
-    """One core kept busy elsewhere, as on a shared node."""
+def reference(tmp_path_factory):
+    """An uninterrupted run's accuracies and time, with one core kept busy elsewhere (as on a
+    shared node) for it and every case after it."""
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    yield
-    hog.kill()
-    hog.wait()
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, busy_core):
-    plan = local_jobs.digits_plan(tmp_path_factory.mktemp("reference"), "reference", EPOCHS)
-    start = time.monotonic()
-    outcome = local_run.Runner(plan, out=local_jobs.Sink()).run()
-    assert outcome.succeeded, outcome.reason
-    return _accuracies(plan), time.monotonic() - start
+    try:
+        plan = local_jobs.digits_plan(tmp_path_factory.mktemp("reference"), "reference", EPOCHS)
+        start = time.monotonic()
+        outcome = local_run.Runner(plan, out=local_jobs.Sink()).run()
+        assert outcome.succeeded, outcome.reason
+        yield _accuracies(plan), time.monotonic() - start
+    finally:
+        hog.kill()
+        hog.wait()
 
 
 def _accuracies(plan) -> list[float]:
