@@ -23,18 +23,7 @@ def _run_in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-class Sink:
-    def __init__(self):
-        self.lines = []
-
-    def write(self, text):
-        self.lines.append(text)
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
+Sink = local_jobs.Sink
 
 
 def nodes_plan(tmp_path, code: str, nodes: int = 2, node_backoff_limit: int = 6, max_set_restarts: int = 0,
