@@ -217,9 +217,9 @@ def find(cluster: Cluster, name: str) -> tuple[Kind, dict]:
         raise unserved[0]  # neither kind: the operator is what most users are missing
     where = f"in namespace {cluster.namespace}"
     if len(served) == 1:
-        return_kind = served[0]
-        raise UserError(f"{return_kind.kind} {name} not found {where}; list them with "
-                        f"`kubectl get {return_kind.plural} -n {cluster.namespace}`")
+        (kind,) = served
+        raise UserError(f"{kind.kind} {name} not found {where}; list them with "
+                        f"`kubectl get {kind.plural} -n {cluster.namespace}`")
     raise UserError(f"PyTorchJob {name} not found {where}, nor a TrainJob; list them with "
                     f"`kubectl get pytorchjobs,trainjobs -n {cluster.namespace}`")
 
