@@ -94,10 +94,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     if "Worker" in specs:
         order.append(("Worker", int(specs["Worker"].get("replicas", 1))))
     pods = sum(n for _, n in order)
-    if pods > MAX_LOCAL_PODS:
-        raise UserError([Finding("spec.pytorchReplicaSpecs.Worker.replicas", f"makes {pods} pods, more than this machine "
-                                 f"runs as processes ({MAX_LOCAL_PODS} at most)", pods - 1,
-                                 "run a smaller copy of the job here, or submit it to a cluster")])
+    _check_pods(pods, "spec.pytorchReplicaSpecs.Worker.replicas", pods - 1)
     port = free_port()
     elastic = spec.get("elasticPolicy")
     rdzv_port = free_port() if elastic else None
@@ -130,10 +127,7 @@ def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default"
     from generator.job import runtime
 
     resolved = runtime.resolve(objects)
-    if resolved.nodes > MAX_LOCAL_PODS:
-        raise UserError([Finding("spec.trainer.numNodes", f"makes {resolved.nodes} pods, more than this machine runs as "
-                                 f"processes ({MAX_LOCAL_PODS} at most)", resolved.nodes,
-                                 "run a smaller copy of the job here, or submit it to a cluster")], source=resolved.name)
+    _check_pods(resolved.nodes, "spec.trainer.numNodes", resolved.nodes, resolved.name)
     notes: list[str] = []
     problems: list[Finding] = []
     port = free_port()  # 29500 on a cluster, where each pod has its own address
@@ -154,6 +148,13 @@ def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default"
         notes += [f"{r.role}: {warning}" for warning in launch_warnings(r.argv)]
     return Plan(resolved.name, run_dir, replicas, None, resolved.active_deadline, sorted(set(notes)), "TrainJob",
                 resolved.node_backoff_limit, resolved.max_set_restarts)
+
+
+def _check_pods(pods: int, path: str, value: int, source: str = "") -> None:
+    if pods > MAX_LOCAL_PODS:
+        raise UserError([Finding(path, f"makes {pods} pods, more than this machine runs as processes "
+                                 f"({MAX_LOCAL_PODS} at most)", value,
+                                 "run a smaller copy of the job here, or submit it to a cluster")], source=source)
 
 
 @dataclass
