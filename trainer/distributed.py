@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ import torch.distributed as dist
 
 RETRY_EXIT = 200  # in 128-255: restartPolicy ExitCode retries it, as it retries a kill
 GENERATION_KEY = "pytorchjob-kit/generation"
+FINISHED_KEY, LEFT_KEY = "pytorchjob-kit/finished", "pytorchjob-kit/left"
+LEAVE_TIMEOUT_S = 60.0  # how long rank 0 keeps its store up for ranks still leaving
 # How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
              "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv")
@@ -152,6 +155,32 @@ def _join_generation(launch: Launch, timeout: datetime.timedelta):
         raise PeerLost(f"rank {launch.rank} reached the Master's generation {generation} after it had started, so that "
                        "Master is from before this pod's restart and its group is going away")
     return dist.PrefixStore(generation, store)
+
+
+def finish(launch: Launch) -> None:
+    """The group's last step, over the store rather than a collective. The other ranks wait until
+    rank 0 has written its outputs; every rank then closes its process group; rank 0, whose store
+    (or whose node's torchrun store) the others talk to, leaves last. So a finished pod means
+    finished outputs, and no rank takes a peer's closed connection for a failure once the run's
+    outcome is decided."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    store = dist.distributed_c10d._get_default_store()
+    if launch.is_main:
+        store.set(FINISHED_KEY, "1")
+    else:
+        store.wait([FINISHED_KEY])  # a Master that died meanwhile raises here: a lost peer
+    dist.destroy_process_group()
+    if not launch.is_main:
+        store.add(LEFT_KEY, 1)
+        return
+    deadline = time.monotonic() + LEAVE_TIMEOUT_S
+    while (left := store.add(LEFT_KEY, 0)) < launch.world_size - 1:
+        if time.monotonic() > deadline:
+            print(f"trainer (rank 0): {launch.world_size - 1 - left} rank(s) did not confirm leaving within "
+                  f"{LEAVE_TIMEOUT_S:g}s; the outputs are written, so this rank exits anyway", file=sys.stderr, flush=True)
+            return
+        time.sleep(0.05)
 
 
 def shutdown() -> None:

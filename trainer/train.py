@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from . import atomic, checkpoint, data
+from . import atomic, checkpoint, data, distributed
 from .config import Config
 from .distributed import Launch
 from .model import Net
@@ -159,7 +159,7 @@ class Trainer:
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
             _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress)
-        _barrier(launch)
+        distributed.finish(launch)
         return 0
 
     def _stopping(self, step: int, first: int, flag: torch.Tensor) -> bool:
@@ -187,7 +187,7 @@ class Trainer:
                 if launch.is_main:
                     saved = checkpoint.save(self.ckpt_dir, self.snapshot(epoch, step), cfg.keep_checkpoints)
                     self.progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
-                _barrier(launch)
+                distributed.finish(launch)
                 return False
             idx = batches[step]
             x, y = _prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]
@@ -224,12 +224,6 @@ def train(cfg: Config, launch: Launch) -> int:
     trainer.resume()
     trainer.wrap()
     return trainer.run()
-
-
-def _barrier(launch: Launch) -> None:
-    """No rank leaves before rank 0 has written, so a finished pod means finished outputs."""
-    if launch.distributed:
-        dist.barrier()
 
 
 def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):

@@ -133,3 +133,41 @@ def test_a_rank_whose_peer_dies_mid_training_exits_with_the_retry_code_naming_it
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+FINISH = """
+import sys, time
+import torch.distributed as dist
+from trainer import distributed as d
+launch = d.read_launch('gloo')
+d.init(launch, 30)
+if launch.is_main:
+    time.sleep(1.5)  # writing the outputs
+else:
+    real = dist.destroy_process_group
+    dist.destroy_process_group = lambda: (time.sleep(2), real())  # a slow teardown
+called = time.time()
+d.finish(launch)
+print(launch.rank, called, time.time(), flush=True)
+"""
+
+
+def test_at_the_end_workers_wait_for_the_outputs_and_rank_0_leaves_last():
+    """The group's last step: no Worker leaves before rank 0 wrote, and rank 0, whose store the
+    Workers talk to, stays until every Worker has left, so none of them sees it gone."""
+    port = trainer_procs.free_port()
+    group = [subprocess.Popen([sys.executable, "-c", FINISH], env=trainer_procs.operator_env(rank, 3, port),
+                              cwd=trainer_procs.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in range(3)]
+    times = {}
+    for proc in group:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        rank, called, returned = out.split()[-3:]
+        times[int(rank)] = (float(called), float(returned))
+    master_called, master_left = times[0]
+    for rank in (1, 2):
+        called, left = times[rank]
+        assert left >= master_called, "a Worker left before rank 0 had written its outputs"
+        assert master_left >= left, "rank 0 left while a Worker was still leaving"
+        assert left - called >= 2  # its teardown ran inside finish
