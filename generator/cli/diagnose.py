@@ -25,7 +25,7 @@ def command(name, fmt, save, from_file, context, namespace, kubeconfig, request_
         if from_file:
             shot = snapshot.load(from_file)
             if shot.name != name:
-                raise UserError(f"{from_file} holds PyTorchJob {shot.name}, not {name}")
+                raise UserError(f"{from_file} holds {shot.kind} {shot.name}, not {name}")
         else:
             shot = snapshot.collect(connect(context, namespace, kubeconfig, request_timeout), name)
     except UserError as exc:

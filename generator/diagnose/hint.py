@@ -12,11 +12,17 @@ STUCK_SECONDS = 60.0
 
 def top(c, name: str) -> rules.Diagnosis | None:
     """The most important error or warning, or None; never fails the command that asks."""
+    return _top(c, name)[1]
+
+
+def _top(c, name: str) -> tuple[str, rules.Diagnosis | None]:
+    """The job's kind and its top finding; ("", None) when it cannot be read."""
     try:
-        findings = rules.diagnose(snapshot.collect(c, name))
+        shot = snapshot.collect(c, name)
+        findings = rules.diagnose(shot)
     except Exception:
-        return None
-    return next((f for f in findings if f.severity in (rules.ERROR, rules.WARNING)), None)
+        return "", None
+    return shot.kind, next((f for f in findings if f.severity in (rules.ERROR, rules.WARNING)), None)
 
 
 class Stuck:
@@ -32,7 +38,7 @@ class Stuck:
         if self.told or state not in ("", "Created") or time.monotonic() - self.start < self.after:
             return
         self.told = True
-        finding = top(self.c, self.name)
+        kind, finding = _top(self.c, self.name)
         if finding:
-            self.say(f"pytorchjob {self.name} has not started running after {self.after:g}s; "
+            self.say(f"{kind.lower()} {self.name} has not started running after {self.after:g}s; "
                      f"`diagnose {self.name}` says:\n{report.one_line(finding)}")

@@ -21,7 +21,7 @@ def as_json(findings: list[Diagnosis]) -> str:
 
 def as_table(shot: Snapshot, findings: list[Diagnosis]) -> str:
     state = _state(shot)
-    head = f"PyTorchJob {shot.name} (namespace {shot.namespace}): {state}, {len(shot.pods)} pod(s)"
+    head = f"{shot.kind} {shot.name} (namespace {shot.namespace}): {state}, {len(shot.pods)} pod(s)"
     if not findings:
         return head + "\nnothing wrong found\n"
     lines = [head, f"{len(findings)} finding(s), most important first:"]
@@ -39,5 +39,6 @@ def one_line(f: Diagnosis) -> str:
 
 
 def _state(shot: Snapshot) -> str:
-    true = [c["type"] for c in (shot.job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    return true[-1] if true else "Created"
+    from generator.cluster import client as api
+
+    return api.condition(shot.job)[0] or "Created"

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from generator.cluster import client as api
 from generator.diagnose.snapshot import Snapshot, env_references
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -71,8 +72,20 @@ def _statuses(pod: dict, init: bool | None = None) -> list[dict]:
 
 
 def _job_state(shot: Snapshot) -> tuple[str, dict]:
-    true = [c for c in (shot.job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    return (true[-1]["type"], true[-1]) if true else ("Created", {})
+    return api.condition(shot.job)
+
+
+def _ended(shot: Snapshot) -> bool:
+    return _job_state(shot)[0] in api.TERMINAL
+
+
+def _v2(shot: Snapshot) -> bool:
+    return shot.kind == api.TRAINJOB.kind
+
+
+def _suspended(shot: Snapshot) -> bool:
+    spec = shot.job.get("spec") or {}
+    return bool(spec.get("suspend") if _v2(shot) else (spec.get("runPolicy") or {}).get("suspend"))
 
 
 def _seconds_since(shot: Snapshot, stamp: str | None) -> float:
@@ -84,9 +97,9 @@ def _seconds_since(shot: Snapshot, stamp: str | None) -> float:
     return (parse(shot.now) - parse(stamp)).total_seconds()
 
 
-def _requests(pod: dict, resource: str) -> str:
+def _requests(pod: dict, resource: str, main: str) -> str:
     for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == "pytorch":
+        if container.get("name") == main:
             value = ((container.get("resources") or {}).get("requests") or {}).get(resource)
             if value is None:
                 value = ((container.get("resources") or {}).get("limits") or {}).get(resource)
@@ -123,13 +136,13 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
     for resource in dict.fromkeys(re.findall(r"Insufficient ([\w./-]*\w)", message)):
         have = f"; the nodes offer {offered[resource]} in all" if resource in offered else ""
         if resource.endswith("/gpu"):
-            fix = (f"lower `resources.gpus` (each pod asks for {_requests(pod, resource)}{have}), or add nodes with "
+            fix = (f"lower `resources.gpus` (each pod asks for {_requests(pod, resource, shot.container)}{have}), or add nodes with "
                    f"{resource}; `gpuResourceName` must be the resource your GPU nodes offer")
         elif resource in ("cpu", "memory"):
-            fix = (f"lower `resources.requests.{resource}` (each pod asks for {_requests(pod, resource)}{have}), "
+            fix = (f"lower `resources.requests.{resource}` (each pod asks for {_requests(pod, resource, shot.container)}{have}), "
                    "or use fewer or larger nodes")
         else:
-            fix = f"lower the request for {resource} (each pod asks for {_requests(pod, resource)}{have})"
+            fix = f"lower the request for {resource} (each pod asks for {_requests(pod, resource, shot.container)}{have})"
         out.append((f"Insufficient {resource}", message, fix))
     taints = re.findall(r"untolerated taint\(?s?\)? ?(\{[^}]*\})", message)
     if taints or "untolerated taint" in message:
@@ -205,8 +218,7 @@ def images(shot: Snapshot) -> Iterator[Diagnosis]:
 
 def references(shot: Snapshot) -> Iterator[Diagnosis]:
     """Secrets and ConfigMaps the pods' env and volumes name that do not exist."""
-    specs = {role: r.get("template", {}).get("spec", {})
-             for role, r in (shot.job.get("spec", {}).get("pytorchReplicaSpecs") or {}).items()}
+    specs = shot.pod_specs()
     told = set()
     for role, spec in specs.items():
         for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
@@ -220,7 +232,8 @@ def references(shot: Snapshot) -> Iterator[Diagnosis]:
                 yield Diagnosis(ERROR, f"{kind}/{name}", f"{kind}NotFound",
                                 f"{role} container {container['name']} reads {where} from {kind} {name}, which does not "
                                 f"exist; its pods wait in CreateContainerConfigError",
-                                f"create it (`{create}`), or change `env`/`envFrom` (or `{role.lower()}.env`)")
+                                f"create it (`{create}`), or change `env`/`envFrom`"
+                                + ("" if _v2(shot) else f" (or `{role.lower()}.env`)"))
         for volume in spec.get("volumes") or []:
             for key, kind, field in (("secret", "Secret", "secretName"), ("configMap", "ConfigMap", "name")):
                 source = volume.get(key)
@@ -278,10 +291,11 @@ def kueue(shot: Snapshot) -> Iterator[Diagnosis]:
     queue = labels.get("kueue.x-k8s.io/queue-name")
     workload = shot.workload
     if workload is None:
-        if queue and shot.job.get("spec", {}).get("runPolicy", {}).get("suspend"):
-            yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", "NoWorkload",
+        if queue and _suspended(shot):
+            integration = "trainer.kubeflow.org/trainjob" if _v2(shot) else "kubeflow.org/pytorchjob"
+            yield Diagnosis(ERROR, f"{shot.kind}/{shot.name}", "NoWorkload",
                             f"the job asks for Kueue queue {queue} and is suspended, but Kueue made no Workload for it",
-                            "check that Kueue runs with the kubeflow.org/pytorchjob integration enabled, or clear "
+                            f"check that Kueue runs with the {integration} integration enabled, or clear "
                             "`kueue.queueName` to run without it")
         return
     name = f"Workload/{workload['metadata']['name']}"
@@ -298,7 +312,7 @@ def kueue(shot: Snapshot) -> Iterator[Diagnosis]:
             fix = (f"the queue {queue} lacks quota for the whole job: lower `resources.requests` or `topology.workers`, "
                    "or wait for quota; `kubectl get clusterqueues` shows usage")
         yield Diagnosis(WARNING, name, reserved.get("reason") or "NotAdmitted", f"not admitted by Kueue: {message}", fix)
-    elif shot.job.get("spec", {}).get("runPolicy", {}).get("suspend"):
+    elif _suspended(shot):
         yield Diagnosis(WARNING, name, "AdmittedButSuspended",
                         "admitted by Kueue, but the job is still suspended: Kueue has not resumed it",
                         "check Kueue's controller log for the job; `kueue.queueName` must not be combined with "
@@ -318,16 +332,19 @@ def gang(shot: Snapshot) -> Iterator[Diagnosis]:
         if not wanted:
             continue
         if scheduler not in shot.pod_groups:
-            yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", "PodGroupCRDMissing",
+            instead = ("drop `podGroupPolicy` from the job's TrainingRuntime" if _v2(shot)
+                       else "run the operator chart with `gangScheduling.enabled: false`")
+            yield Diagnosis(ERROR, f"{shot.kind}/{shot.name}", "PodGroupCRDMissing",
                             f"the pods wait for {scheduler}'s gang scheduling (PodGroup {shot.name}), but this cluster "
                             "serves no podgroups of that kind, so nothing will schedule them",
-                            f"install {scheduler}, or run the operator chart with `gangScheduling.enabled: false`")
+                            f"install {scheduler}, or {instead}")
             continue
         group = shot.pod_groups[scheduler]
         if group is None:
-            yield Diagnosis(WARNING, f"PyTorchJob/{shot.name}", "PodGroupMissing",
+            maker = "Trainer's controller" if _v2(shot) else "the operator"
+            yield Diagnosis(WARNING, f"{shot.kind}/{shot.name}", "PodGroupMissing",
                             f"the pods name PodGroup {shot.name}, which does not exist yet",
-                            "the operator creates it; check the operator's log and the job's events")
+                            f"{maker} creates it; check its log and the job's events")
             continue
         phase = (group.get("status") or {}).get("phase", "")
         if phase in ("Pending", "Inqueue", "PreScheduling", "Scheduling", "Unknown", ""):
@@ -362,7 +379,7 @@ def replicas(shot: Snapshot) -> Iterator[Diagnosis]:
             if log:
                 text += "; its last log lines:\n" + "\n".join(f"    {line}" for line in log.rstrip().splitlines())
             if reason == "OOMKilled":
-                fix = (f"raise `resources.limits.memory` (now {_limit(pod, 'memory')}), or lower the batch size or "
+                fix = (f"raise `resources.limits.memory` (now {_limit(pod, 'memory', shot.container)}), or lower the batch size or "
                        "`topology.nprocPerNode`")
             elif code == 137:
                 fix = "it was killed (SIGKILL): by the node, a liveness probe or the OOM killer; check the node's events"
@@ -373,33 +390,53 @@ def replicas(shot: Snapshot) -> Iterator[Diagnosis]:
             yield Diagnosis(ERROR, f"Pod/{_pod_name(pod)}", reason if not looping else "CrashLoopBackOff", text, fix)
 
 
-def _limit(pod: dict, resource: str) -> str:
+def _limit(pod: dict, resource: str, main: str) -> str:
     for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == "pytorch":
+        if container.get("name") == main:
             return str(((container.get("resources") or {}).get("limits") or {}).get(resource, "unset"))
     return "unset"
 
 
 def backoff(shot: Snapshot) -> Iterator[Diagnosis]:
+    if _v2(shot):
+        yield from _set_restarts(shot)
+        return
     policy = shot.job.get("spec", {}).get("runPolicy") or {}
     limit = policy.get("backoffLimit")
     restarts = sum(s.get("restartCount", 0) for p in shot.pods for s in _statuses(p, init=False))
     state, cond = _job_state(shot)
-    if state == "Failed" and "backoff" in (cond.get("reason", "") + cond.get("message", "")).lower():
+    if state == "Failed" and _out_of_restarts(shot, cond):
         yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", cond.get("reason") or "BackoffLimitExceeded",
                         cond.get("message", "") or f"{restarts} restarts reached backoffLimit {limit}",
                         f"the restarts were failures: fix their cause (findings above); `runPolicy.backoffLimit` (now "
                         f"{limit}) only allows more of them")
-    elif limit is not None and restarts and state not in ("Succeeded", "Failed") and restarts >= max(1, int(limit) - 1):
+    elif limit is not None and restarts and state not in api.TERMINAL and restarts >= max(1, int(limit) - 1):
         yield Diagnosis(WARNING, f"PyTorchJob/{shot.name}", "NearBackoffLimit",
                         f"{restarts} container restarts so far count against backoffLimit {limit}",
                         f"fix the failing replica before the job fails; `runPolicy.backoffLimit` (now {limit}) sets how many")
 
 
+def _out_of_restarts(shot: Snapshot, cond: dict) -> bool:
+    """Whether a failure condition says the restarts ran out (backoff() explains those)."""
+    said = (cond.get("reason", "") + " " + cond.get("message", "")).lower()
+    return "backoff" in said or (_v2(shot) and "restarts" in said)
+
+
+def _set_restarts(shot: Snapshot) -> Iterator[Diagnosis]:
+    """A TrainJob fails when its node Job exhausts its backoffLimit and JobSet's failurePolicy
+    allows no further restart of the whole set (the chart's runPolicy.backoffLimit sets both)."""
+    state, cond = _job_state(shot)
+    if state == "Failed" and _out_of_restarts(shot, cond):
+        yield Diagnosis(ERROR, f"{shot.kind}/{shot.name}", cond.get("reason") or "ReachedMaxRestarts",
+                        cond.get("message") or "the set of nodes was restarted as often as its failure policy allows",
+                        "the restarts were failures: fix their cause (findings above); `runPolicy.backoffLimit` sets how "
+                        "many restarts of the whole set the job gets (JobSet's failurePolicy.maxRestarts)")
+
+
 def master(shot: Snapshot) -> Iterator[Diagnosis]:
     """Workers held in the operator's init container, which waits for the Master's Service."""
-    if _job_state(shot)[0] in ("Succeeded", "Failed"):
-        return  # leftovers() tells of pods that outlive the job
+    if _ended(shot) or _v2(shot):
+        return  # leftovers() tells of pods that outlive the job; TrainJob pods wait for no init container
     waiting = [p for p in shot.pods if _role(p) == "worker" and any(
         s["name"] == INIT_CONTAINER and "running" in (s.get("state") or {}) for s in _statuses(p, init=True))]
     if not waiting:
@@ -436,11 +473,11 @@ def istio(shot: Snapshot) -> Iterator[Diagnosis]:
         if "istio-proxy" not in statuses and not any(c.get("name") == "istio-proxy" for c in
                                                      (pod.get("spec") or {}).get("containers") or []):
             continue
-        trainer_done = "terminated" in ((statuses.get("pytorch") or {}).get("state") or {})
+        trainer_done = "terminated" in ((statuses.get(shot.container) or {}).get("state") or {})
         proxy_running = "running" in ((statuses.get("istio-proxy") or {}).get("state") or {})
         if trainer_done and proxy_running:
             yield Diagnosis(ERROR, f"Pod/{_pod_name(pod)}", "SidecarKeepsPodRunning",
-                            "the pytorch container has ended but the istio-proxy sidecar still runs, so the pod never "
+                            f"the {shot.container} container has ended but the istio-proxy sidecar still runs, so the pod never "
                             "finishes and the job never ends",
                             "set `disableIstioSidecar: true` (the pods get sidecar.istio.io/inject: \"false\") and resubmit")
         else:
@@ -451,8 +488,9 @@ def istio(shot: Snapshot) -> Iterator[Diagnosis]:
 
 
 def leftovers(shot: Snapshot) -> Iterator[Diagnosis]:
+    """cleanPodPolicy is the training operator's; a TrainJob's pods go with their batch Jobs."""
     state, _ = _job_state(shot)
-    if state not in ("Succeeded", "Failed"):
+    if state not in api.TERMINAL or _v2(shot):
         return
     running = [_pod_name(p) for p in shot.pods if (p.get("status") or {}).get("phase") in ("Running", "Pending")
                and not p["metadata"].get("deletionTimestamp")]
@@ -466,29 +504,53 @@ def leftovers(shot: Snapshot) -> Iterator[Diagnosis]:
 
 
 def job(shot: Snapshot) -> Iterator[Diagnosis]:
-    """What the job itself says: the operator's refusals, a suspended job, a job that made no pods."""
+    """What the job itself says: the controller's refusals, a suspended job, a job that made no pods."""
     state, cond = _job_state(shot)
-    for event in shot.events_of("PyTorchJob", shot.name):
-        # The operator echoes each unschedulable pod's condition as the job's event: scheduling() has it.
-        if event.get("type") == "Warning" and event.get("reason") != "Unschedulable":
+    this = f"{shot.kind}/{shot.name}"
+    warnings = [(this, e) for e in shot.events_of(shot.kind, shot.name)]
+    if _v2(shot):  # JobSet's batch Jobs say why they made no pods (quota, admission)
+        jobs = sorted({(e.get("involvedObject") or {}).get("name", "") for e in shot.events
+                       if (e.get("involvedObject") or {}).get("kind") == "Job"})
+        warnings += [(f"Job/{name}", e) for name in jobs for e in shot.events_of("Job", name)]
+    for obj, event in warnings:
+        # The operator echoes each unschedulable pod's condition as the job's event: scheduling() has it;
+        # a Job's BackoffLimitExceeded is the failure the TrainJob's own condition reports.
+        if event.get("type") == "Warning" and event.get("reason") not in ("Unschedulable", "BackoffLimitExceeded"):
             text = event.get("message", "")
             fix = ("lower the pods' requests or raise the namespace's ResourceQuota (`kubectl describe quota -n "
-                   f"{shot.namespace}`)" if "exceeded quota" in text else "read the operator's message: it names the field")
-            yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", event.get("reason", "Warning"), text, fix)
+                   f"{shot.namespace}`)" if "exceeded quota" in text else "read the controller's message: it names the field")
+            yield Diagnosis(ERROR, obj, event.get("reason", "Warning"), text, fix)
     said = (cond.get("reason", "") + " " + cond.get("message", "")).lower()
-    if state == "Failed" and "backoff" not in said:
+    if state == "Failed" and not _out_of_restarts(shot, cond):
         fix = ("raise `runPolicy.activeDeadlineSeconds` (now {}) or train less".format(
             (shot.job.get("spec", {}).get("runPolicy") or {}).get("activeDeadlineSeconds"))
                if "deadline" in said else "the failed replica's finding has its exit code and log lines")
-        yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", cond.get("reason") or "Failed", cond.get("message") or "the job failed",
-                        fix)
-    policy = shot.job.get("spec", {}).get("runPolicy") or {}
-    if policy.get("suspend") and not (shot.job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"):
-        yield Diagnosis(WARNING, f"PyTorchJob/{shot.name}", "Suspended", "the job is suspended, so it has no pods",
-                        "set `runPolicy.suspend: false` (or `kubectl patch pytorchjob ... -p '{\"spec\":{\"runPolicy\":{\"suspend\":false}}}'`)")
-    elif not shot.pods and state not in ("Succeeded", "Failed") and not policy.get("suspend") \
+        yield Diagnosis(ERROR, this, cond.get("reason") or "Failed", cond.get("message") or "the job failed", fix)
+    queued = (shot.job["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+    if _suspended(shot) and not queued:
+        field = "spec.suspend" if _v2(shot) else "spec.runPolicy.suspend"
+        patch = '{"spec":{"suspend":false}}' if _v2(shot) else '{"spec":{"runPolicy":{"suspend":false}}}'
+        yield Diagnosis(WARNING, this, "Suspended", f"the job is suspended ({field}), so it has no pods",
+                        f"set `runPolicy.suspend: false` (or `kubectl patch {shot.kind.lower()} {shot.name} -n "
+                        f"{shot.namespace} --type merge -p '{patch}'`)")
+    elif not shot.pods and state not in api.TERMINAL and not _suspended(shot) \
             and _seconds_since(shot, shot.job["metadata"].get("creationTimestamp")) > 60:
-        yield Diagnosis(ERROR, f"PyTorchJob/{shot.name}", "NoPods",
+        if _v2(shot):
+            if shot.runtime is None:
+                ref = (shot.job.get("spec") or {}).get("runtimeRef") or {}
+                yield Diagnosis(ERROR, this, "RuntimeNotFound",
+                                f"the job runs on {ref.get('kind', 'ClusterTrainingRuntime')} {ref.get('name')}, which "
+                                "does not exist, so Trainer makes no pods for it",
+                                "submit the job together with its TrainingRuntime (`generator submit` does), or install "
+                                "Trainer's runtimes (`kubectl get clustertrainingruntimes`)")
+                return
+            yield Diagnosis(ERROR, this, "NoPods",
+                            "the job exists for over a minute and has no pods: no Trainer controller (or no JobSet "
+                            "controller) is reconciling it",
+                            "install Kubeflow Trainer v2.3 with JobSet, and check their logs (`kubectl get jobset "
+                            f"{shot.name} -n {shot.namespace}`); or submit with `--target v1` to the training operator")
+            return
+        yield Diagnosis(ERROR, this, "NoPods",
                         "the job exists for over a minute and has no pods: no operator is reconciling it",
                         "install or fix the operator (charts/pytorch-operator); its log says why, and "
                         "`watchNamespace` must include this namespace")

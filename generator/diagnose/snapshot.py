@@ -1,16 +1,21 @@
 """Everything diagnose looks at for one job, read once from the API as plain objects (the JSON
-the API server sends): the PyTorchJob, its pods and their events, its PodGroup or Kueue
-Workload, the claims, Secrets and ConfigMaps its pods name, the nodes, and the last log lines
-of containers that failed. What the user may not read (nodes, other kinds) is left out, not
+the API server sends): the PyTorchJob or TrainJob (with its runtime), its pods and their events,
+its PodGroup or Kueue Workload, the claims, Secrets and ConfigMaps its pods name, the nodes, and
+the last log lines of containers that failed. What the user may not read (nodes, other kinds) is left out, not
 fatal. A snapshot saved with `--save` reads back as the same object."""
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import asdict, dataclass, field
 
 from generator.cluster import client as api
 
 LOG_LINES = 20
+# torchrun's own report of a failed worker (a traceback and a box) follows the worker's output and
+# would fill the last lines: read further back, and put the report's one fact in its place.
+LAUNCHER_LINES = 200
+CHILD_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
 # The gang schedulers' PodGroups, as the operator creates them: (group, version).
 POD_GROUP_APIS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1")}
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
@@ -30,10 +35,38 @@ class Snapshot:
     workload: dict | None = None
     logs: dict[str, str] = field(default_factory=dict)  # "pod/container" -> its last lines
     now: str = ""
+    runtime: dict | None = None  # a TrainJob's TrainingRuntime or ClusterTrainingRuntime; {} when not readable
 
     @property
     def name(self) -> str:
         return self.job["metadata"]["name"]
+
+    @property
+    def kind(self) -> str:
+        return self.job.get("kind") or api.PYTORCHJOB.kind
+
+    @property
+    def container(self) -> str:
+        """The training container: the one whose requests, limits and log are the job's."""
+        return api.TRAINJOB.container if self.kind == api.TRAINJOB.kind else api.PYTORCHJOB.container
+
+    def pod_specs(self) -> dict[str, dict]:
+        """The pod templates by role: a PyTorchJob's replica specs; a TrainJob's runtime's replicated
+        jobs, with the TrainJob's own trainer env in their node container."""
+        spec = self.job.get("spec") or {}
+        if self.kind != api.TRAINJOB.kind:
+            return {role: (r.get("template") or {}).get("spec") or {}
+                    for role, r in (spec.get("pytorchReplicaSpecs") or {}).items()}
+        out = {}
+        for rjob in (((self.runtime or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []:
+            out[rjob.get("name", "node")] = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {})
+                                            .get("spec") or {})
+        trainer = spec.get("trainer") or {}
+        if trainer.get("env"):
+            node = dict(out.get("node") or {})
+            node["containers"] = [*(node.get("containers") or []), {"name": self.container, "env": trainer["env"]}]
+            out["node"] = node
+        return out
 
     @property
     def namespace(self) -> str:
@@ -80,29 +113,30 @@ def stamp() -> str:
 
 def collect(c: api.Cluster, name: str) -> Snapshot:
     """Raises UserError when the job itself cannot be read; anything else missing is recorded."""
-    from generator.errors import UserError
-
     kind, job = api.find(c, name)
-    if kind is not api.PYTORCHJOB:
-        raise UserError(f"{kind.kind} {name}: diagnose reads PyTorchJobs only so far; see `generator status {name}` "
-                        f"and `kubectl describe jobset {name} -n {c.namespace}`")
     job.get("metadata", {}).pop("managedFields", None)
+
     def serialize(obj) -> dict:
         plain = c.core.api_client.sanitize_for_serialization(obj)
         plain.get("metadata", {}).pop("managedFields", None)  # who wrote which field: noise here
         return plain
 
     shot = Snapshot(job=job, now=stamp())
-    shot.pods = [serialize(p) for p in api.pods(c, name)]
+    if kind is api.TRAINJOB:
+        shot.runtime = _runtime(c, job)
+    shot.pods = [serialize(p) for p in api.pods(c, name, kind)]
     events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
-    mine = {("PyTorchJob", name), ("PodGroup", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
+    mine = {(kind.kind, name), ("PodGroup", name), ("JobSet", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
+    # A TrainJob's JobSet makes one batch Job per replicated job, <name>-<replicated job>.
     shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
-                   or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")]
+                   or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")
+                   or (kind is api.TRAINJOB and e.involved_object.kind == "Job"
+                       and (e.involved_object.name or "").startswith(name + "-"))]
     nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
     shot.nodes = None if nodes is None else [_node_summary(serialize(n)) for n in nodes]
     services = _optional(lambda: c.core.list_namespaced_service(c.namespace, _request_timeout=c.request_timeout).items)
     shot.services = sorted(s.metadata.name for s in services or [])
-    claims, secrets, config_maps = references(job, shot.pods)
+    claims, secrets, config_maps = references(shot)
     for claim in sorted(claims):
         shot.claims[claim] = _read(lambda n=claim: serialize(c.core.read_namespaced_persistent_volume_claim(
             n, c.namespace, _request_timeout=c.request_timeout)))
@@ -125,17 +159,45 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
             if _failed(status):
                 previous = "terminated" not in (status.get("state") or {})
                 text = _optional(lambda p=pod, s=status, prev=previous: c.core.read_namespaced_pod_log(
-                    p["metadata"]["name"], c.namespace, container=s["name"], previous=prev, tail_lines=LOG_LINES,
+                    p["metadata"]["name"], c.namespace, container=s["name"], previous=prev, tail_lines=LAUNCHER_LINES,
                     _request_timeout=c.request_timeout))
                 if text:
-                    shot.logs[f"{pod['metadata']['name']}/{status['name']}"] = text
+                    shot.logs[f"{pod['metadata']['name']}/{status['name']}"] = last_lines(text)
     return shot
 
 
-def references(job: dict, pods: list[dict]) -> tuple[set[str], set[str], set[str]]:
+def _runtime(c: api.Cluster, job: dict) -> dict | None:
+    """The runtime a TrainJob names: None when it does not exist, {} when it may not be read."""
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    name, group, version = ref.get("name", ""), api.TRAINJOB.group, api.TRAINJOB.version
+    if ref.get("kind") == "TrainingRuntime":
+        return _read(lambda: c.custom.get_namespaced_custom_object(group, version, c.namespace, "trainingruntimes", name,
+                                                                   _request_timeout=c.request_timeout))
+    return _read(lambda: c.custom.get_cluster_custom_object(group, version, "clustertrainingruntimes", name,
+                                                            _request_timeout=c.request_timeout))
+
+
+def last_lines(text: str) -> str:
+    """A failed container's last LOG_LINES lines; under torchrun, the worker's own last lines and
+    one line for torchrun's report of it, instead of the launcher's traceback."""
+    lines = text.rstrip("\n").splitlines()
+    failed = next((i for i, line in enumerate(lines) if line.startswith(CHILD_FAILED)), None)
+    if failed is not None:
+        start = next((i for i in range(failed, -1, -1) if lines[i].startswith("Traceback (most recent call last)")), failed)
+        if start and re.match(r"^[EW]\d{4} .*\] failed \(exitcode", lines[start - 1]):
+            start -= 1  # the agent's log line that comes with it
+        report = "\n".join(lines[failed:])
+        rank = re.search(r"rank\s*:\s*(\d+ \(local_rank: \d+\))", report)
+        code = re.search(r"exitcode\s*:\s*(-?\d+)", report)
+        summary = "torchrun: " + (f"rank {rank.group(1)}" if rank else "a worker") + " failed" + (
+            f" with exit code {code.group(1)}" if code else "") + " (its traceback of the launcher left out)"
+        lines = lines[:start] + [summary]
+    return "\n".join(lines[-LOG_LINES:]) + "\n"
+
+
+def references(shot: Snapshot) -> tuple[set[str], set[str], set[str]]:
     """The claims, Secrets and ConfigMaps the job's pod templates (and pods) name."""
-    specs = [r.get("template", {}).get("spec", {}) for r in (job.get("spec", {}).get("pytorchReplicaSpecs") or {}).values()]
-    specs += [p.get("spec", {}) for p in pods]
+    specs = list(shot.pod_specs().values()) + [p.get("spec", {}) for p in shot.pods]
     claims, secrets, config_maps = set(), set(), set()
     for spec in specs:
         for volume in spec.get("volumes") or []:

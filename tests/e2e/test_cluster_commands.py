@@ -3,6 +3,7 @@ checked against the HTTP double, where a real server can produce it."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -286,3 +287,19 @@ def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluste
     assert ("trainjob broken ended Failed, not Complete: FailedJobs: jobset failed due to one or more job failures; "
             "first failed pod: broken-node-0-") in message
     assert "(container node exited 1: Error)" in message
+
+    # diagnose reads the same TrainJob: the failed node's exit code and log, then the TrainJob's reason.
+    proc = cluster.cli("diagnose", "broken", "-n", ns, "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found[0]["object"].startswith("Pod/broken-node-0-") and found[0]["reason"] == "Error"
+    # The trainer's complaint, not torchrun's traceback of its launcher, ends the log lines shown
+    # (of whichever node failed first; the Job controller may stop the other).
+    said = [f["message"] for f in found if f["object"].startswith("Pod/") and f["reason"] == "Error"]
+    assert any(re.fullmatch(r"container node exited with code 1 \(Error\); its last log lines:\n(.*\n)*"
+                            r"    python -m trainer: error: unrecognized arguments: --no-such-flag\n"
+                            r"    torchrun: rank [01] \(local_rank: 0\) failed with exit code 2 "
+                            r"\(its traceback of the launcher left out\)", m) for m in said), said
+    assert ("TrainJob/broken", "FailedJobs") in [(f["object"], f["reason"]) for f in found]
+    status = cluster.cli("status", "broken", "-n", ns, check=True).stdout
+    assert "diagnose: error: Pod/broken-node-0-" in status
