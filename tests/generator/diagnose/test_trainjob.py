@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from generator.diagnose import report, rules
 from generator.diagnose.snapshot import Snapshot
+from tests.generator.diagnose.test_rules import only
 
 NOW = "2026-11-23T10:30:00Z"
 IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
@@ -49,12 +50,6 @@ def shot(**fields) -> Snapshot:
                        "status": {"allocatable": {"cpu": "3", "memory": "32Gi"}}}], "now": NOW}
     base.update(fields)
     return Snapshot(**base)
-
-
-def only(findings, reason):
-    chosen = [f for f in findings if f.reason == reason]
-    assert len(chosen) == 1, [(f.reason, f.object) for f in findings]
-    return chosen[0]
 
 
 def test_a_running_trainjob_is_healthy_and_its_state_comes_from_its_active_jobs():
