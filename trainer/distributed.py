@@ -170,7 +170,7 @@ def finish(launch: Launch) -> None:
         store.set(FINISHED_KEY, "1")
     else:
         store.wait([FINISHED_KEY])  # a Master that died meanwhile raises here: a lost peer
-    dist.destroy_process_group()
+    shutdown()
     if not launch.is_main:
         store.add(LEFT_KEY, 1)
         return
@@ -184,8 +184,8 @@ def finish(launch: Launch) -> None:
 
 
 def shutdown() -> None:
-    """Leave the group. After the final barrier the outcome is decided, and rank 0 closes the
-    store as it exits, so a peer that already left makes no failure of a finished run."""
+    """Leave the group, whatever state it is in: a peer already gone (after a failure, or a
+    launcher that ended first) is told on stderr, never made this rank's failure."""
     if dist.is_available() and dist.is_initialized():
         try:
             dist.destroy_process_group()
