@@ -1,8 +1,8 @@
 """Everything diagnose looks at for one job, read once from the API as plain objects (the JSON
 the API server sends): the PyTorchJob or TrainJob (with its runtime), its pods and their events,
 its PodGroup or Kueue Workload, the claims, Secrets and ConfigMaps its pods name, the nodes, and
-the last log lines of containers that failed. What the user may not read (nodes, other kinds) is left out, not
-fatal. A snapshot saved with `--save` reads back as the same object."""
+the last log lines of containers that failed. What the user may not read (nodes, other kinds) is
+left out, not fatal. A snapshot saved with `--save` reads back as the same object."""
 from __future__ import annotations
 
 import datetime
@@ -48,7 +48,7 @@ class Snapshot:
     @property
     def container(self) -> str:
         """The training container: the one whose requests, limits and log are the job's."""
-        return api.TRAINJOB.container if self.kind == api.TRAINJOB.kind else api.PYTORCHJOB.container
+        return next((k.container for k in api.KINDS if k.kind == self.kind), api.PYTORCHJOB.container)
 
     def pod_specs(self) -> dict[str, dict]:
         """The pod templates by role: a PyTorchJob's replica specs; a TrainJob's runtime's replicated
