@@ -31,9 +31,12 @@ def _metrics(plan):
 
 def test_three_replicas_succeed_each_taking_a_third_of_the_steps(tmp_path):
     plan = _plan(tmp_path, "three")
-    outcome = local_run.Runner(plan, out=Sink()).run()
+    sink = Sink()
+    outcome = local_run.Runner(plan, out=sink).run()
     assert outcome.succeeded, outcome.reason
-    assert [s.status for s in outcome.states] == ["Succeeded"] * 3
+    # On a failure, every replica's exit code and the run's last lines say why.
+    assert [s.status for s in outcome.states] == ["Succeeded"] * 3, (
+        [(s.replica.name, s.status, s.exit_code) for s in outcome.states], sink.lines[-30:])
     m = _metrics(plan)
     assert m["world_size"] == 3
     single = math.ceil(DIGITS_TRAIN / 64)
