@@ -50,10 +50,7 @@ def _guard(text: str, source: str) -> None:
             elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    line = event.start_mark.line + 1
-                    raise UserError([Finding("", f"nests more than {MAX_DEPTH} levels deep (line {line})",
-                                             hint="a values file or manifest is never this deep; check how it was made")],
-                                    source=source)
+                    _too_deep(event.start_mark.line + 1, source)
                 expanded += 1
                 open_nodes.append([event.anchor, 1])
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
@@ -63,8 +60,17 @@ def _guard(text: str, source: str) -> None:
                     sizes[anchor] = size
                 if open_nodes:
                     open_nodes[-1][1] += size
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        # libyaml caps nesting itself (deeper than ours), and its scanner may reach that cap while
+        # looking ahead, before the parser hands us the level past ours: the same refusal.
+        if "nesting depth" in str(getattr(exc, "problem", "")):
+            _too_deep(exc.problem_mark.line + 1, source)
         return  # the loader reports syntax errors with their position
+
+
+def _too_deep(line: int, source: str):
+    raise UserError([Finding("", f"nests more than {MAX_DEPTH} levels deep (line {line})",
+                             hint="a values file or manifest is never this deep; check how it was made")], source=source)
 
 
 class _Dumper(yaml.SafeDumper):
