@@ -8,7 +8,8 @@ os.environ.setdefault("PYTHONHASHSEED", "0")
 # the same thing twice; HYPOTHESIS_PROFILE=explore searches afresh.
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None,
+# No example database: derandomized runs need none, and test workers running side by side would share one.
+settings.register_profile("ci", derandomize=True, database=None, max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("explore", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -63,7 +63,7 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) ->
     installed = (f"operator release {state['operator']['release']} in namespace {state['operator']['namespace']}"
                  if state.get("operator") else "no operator: helm install it")
     click.echo(f"cluster ready: {state['server']}, node {state['node']} ({installed}); "
-               f"kubectl is {build.bin_dir() / 'kubectl'}", err=True)
+               f"kubectl is {build.binary('kubectl')}", err=True)
     click.echo(f"export KUBECONFIG={state['kubeconfig']}")
 
 
@@ -97,9 +97,13 @@ def down(directory) -> None:
 
 @command.command("build")
 def build_cmd() -> None:
-    """Build (once) the control plane's binaries from Go modules into the cache."""
+    """Build the control plane's binaries from Go modules, once per machine, into the user's cache
+    ($PYTORCHJOB_KIT_CACHE, else $XDG_CACHE_HOME/pytorchjob-kit or ~/.cache/pytorchjob-kit)."""
     from generator.controlplane import build
 
-    missing = build.missing()
-    folder = build.ensure(say=lambda line: click.echo(line, err=True))
-    click.echo(f"{'built' if missing else 'up to date'}: {', '.join(build.BINARIES)} in {folder}")
+    missing = set(build.missing())
+    paths = build.ensure(say=lambda line: click.echo(line, err=True))
+    for folder in dict.fromkeys(p.parent for p in paths.values()):
+        names = [n for n, p in paths.items() if p.parent == folder]
+        state = "built" if missing & set(names) else "up to date"
+        click.echo(f"{state}: {', '.join(names)} in {folder}")

@@ -1,15 +1,22 @@
-"""The control plane's binaries, built once from Go modules into a git-ignored cache:
-etcd (embed), kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes
-release (this folder's go/ module), kubectl of the same release for the user,
-training-operator v1.9.4 and the helm CLI, each from its own module."""
+"""The control plane's binaries, built once per machine from Go modules: etcd (embed),
+kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes release (this
+folder's go/ module), kubectl of the same release for the user, training-operator v1.9.4 and the
+helm CLI, each from its own module.
+
+Each group of binaries lives in the user's cache under a folder named for a hash of what it is
+built from, so every clone, CI run and `git clean` on this machine reuses the same build, and a
+change of pins builds a new folder beside the old one instead of overwriting what another clone
+still uses."""
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
-from generator import paths
 from generator.errors import UserError
 
 GO_MODULE = Path(__file__).parent / "go"
@@ -24,14 +31,16 @@ HELM_VERSION = "v4.3.1"
 HELM_PACKAGE = f"{HELM_MODULE}/cmd/helm"
 HELM_BINARY = "helm"
 BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY]
+# Written last into a group's folder: a folder without it is an interrupted build.
+COMPLETE = ".complete"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PYTORCHJOB_KIT_CACHE") or paths.ROOT / ".cache")
-
-
-def bin_dir() -> Path:
-    return cache_dir() / "controlplane" / "bin"
+    """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder."""
+    if os.environ.get("PYTORCHJOB_KIT_CACHE"):
+        return Path(os.environ["PYTORCHJOB_KIT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pytorchjob-kit"
 
 
 def kube_version() -> str:
@@ -60,7 +69,7 @@ def _kube_stamp() -> str:
                       (GO_MODULE / "cmd" / "etcd" / "main.go").read_text(), _ldflags()])
 
 
-# Each group of binaries with what it is built from; a change rebuilds that group alone.
+# Each group of binaries with what it is built from; a change builds that group alone, into a new folder.
 GROUPS = {
     "kubernetes": (["etcd", *KUBE_COMMANDS], _kube_stamp),
     "operator": ([OPERATOR_BINARY], lambda: f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"),
@@ -68,42 +77,68 @@ GROUPS = {
 }
 
 
-def _stale(group: str) -> bool:
-    names, stamp = GROUPS[group]
-    recorded = bin_dir() / f".stamp-{group}"
-    return (not recorded.exists() or recorded.read_text() != stamp()
-            or not all((bin_dir() / n).is_file() for n in names))
+def group_of(name: str) -> str:
+    return next(g for g, (names, _) in GROUPS.items() if name in names)
+
+
+def group_dir(group: str) -> Path:
+    key = hashlib.sha256(GROUPS[group][1]().encode()).hexdigest()[:16]
+    return cache_dir() / "controlplane" / f"{group}-{key}"
+
+
+def binary(name: str) -> Path:
+    """Where the built binary `name` is (or will be, once `ensure` has built it)."""
+    return group_dir(group_of(name)) / name
+
+
+def _built(group: str) -> bool:
+    folder = group_dir(group)
+    return (folder / COMPLETE).is_file() and all((folder / n).is_file() for n in GROUPS[group][0])
 
 
 def missing() -> list[str]:
-    return [name for group in GROUPS if _stale(group) for name in GROUPS[group][0]]
+    return [name for group in GROUPS if not _built(group) for name in GROUPS[group][0]]
 
 
-def ensure(say=print) -> Path:
-    """Build what is missing or stale; return the folder holding every binary."""
-    folder = bin_dir()
-    todo = [g for g in GROUPS if _stale(g)]
-    if not todo:
-        return folder
-    go = shutil.which("go")
-    if not go:
+def ensure(say=print) -> dict[str, Path]:
+    """Build what is missing; return each binary's path. Concurrent callers (two clones, a CI job
+    beside a developer) wait for one another on a lock per group instead of building twice."""
+    todo = [g for g in GROUPS if not _built(g)]
+    if todo and not shutil.which("go"):
         raise UserError("the local control plane is built from Go modules and `go` is not on PATH; install Go 1.26 "
                         "(https://go.dev/dl/) and run again")
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    if "kubernetes" in todo:
-        say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes (first time only; 10-20 minutes "
-            "on 2 cores)")
-        _go([go, "build", "-ldflags", _ldflags(), "-o", str(folder) + "/", "./cmd/etcd",
-             *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE, env)
-    # The operator and helm each build in their own module, with the dependencies they release with.
-    for group, package, version in (("operator", OPERATOR_PACKAGE, OPERATOR_VERSION), ("helm", HELM_PACKAGE, HELM_VERSION)):
-        if group in todo:
-            say(f"building {GROUPS[group][0][0]} from {package}@{version}")
-            _go([go, "install", f"{package}@{version}"], folder, {**env, "GOBIN": str(folder), "GOFLAGS": ""})
     for group in todo:
-        (folder / f".stamp-{group}").write_text(GROUPS[group][1]())
-    return folder
+        folder = group_dir(group)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _built(group):  # another process may have built it while we waited
+                _build(group, folder, say)
+    return {name: binary(name) for name in BINARIES}
+
+
+def _build(group: str, folder: Path, say) -> None:
+    go = shutil.which("go")
+    # Built beside the final folder and renamed into place, so no reader ever sees half a group.
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        if group == "kubernetes":
+            say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes into {folder} (once per "
+                "machine; 10-20 minutes on 2 cores)")
+            _go([go, "build", "-ldflags", _ldflags(), "-o", str(staging) + "/", "./cmd/etcd",
+                 *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE,
+                {**os.environ, "GOFLAGS": "-mod=mod"})
+        else:
+            # The operator and helm each build in their own module, with the dependencies they release with.
+            package = GROUPS[group][1]()
+            say(f"building {GROUPS[group][0][0]} from {package} into {folder}")
+            _go([go, "install", package], staging, {**os.environ, "GOBIN": str(staging), "GOFLAGS": ""})
+        (staging / COMPLETE).write_text(GROUPS[group][1]())
+        if folder.exists():  # an interrupted build's leftovers
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _go(argv: list[str], cwd: Path, env: dict) -> None:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.controlplane import build
+from generator import paths
 
 # Every process a cluster starts carries its folder in this variable, so `cluster down` and the
 # tests can tell its processes from any other, whatever they exec into.
@@ -15,7 +15,8 @@ MARKER = "PYTORCHJOB_KIT_CLUSTER_DIR"
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or build.cache_dir() / "cluster")
+    """Per checkout, unlike the binaries: two clones must not share one cluster's folder by accident."""
+    return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or paths.ROOT / ".cache" / "cluster")
 
 
 @dataclass(frozen=True)

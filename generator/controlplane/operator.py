@@ -82,7 +82,7 @@ def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str
     ns = deployment["metadata"]["namespace"]
     values_file = layout.root / "operator-values.yaml"
     values_file.write_text(yaml.safe_dump(values))
-    argv = [str(build.bin_dir() / build.HELM_BINARY), "install", release, str(paths.OPERATOR_CHART), "--namespace", ns,
+    argv = [str(build.binary(build.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace", ns,
             "--values", str(values_file)]
     if not any(o["kind"] == "Namespace" for o in objects):
         argv.append("--create-namespace")

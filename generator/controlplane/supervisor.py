@@ -90,7 +90,6 @@ class Supervisor:
         return 0
 
     def _bring_up(self) -> None:
-        bins = build.bin_dir()
         self.network = network.PodNetwork.for_cluster(self.layout.root)
         self._save(pod_network=self.network.as_dict())
         self.network.create()
@@ -105,7 +104,7 @@ class Supervisor:
         node_cert = ca.issue(f"kubelet-{node_name}", f"system:node:{node_name}", org="system:nodes")
 
         etcd_port, api_port = network.free_port(), network.free_port()
-        etcd = self._start("etcd", [str(bins / "etcd"), f"--data-dir={self.layout.etcd_data}",
+        etcd = self._start("etcd", [str(build.binary("etcd")), f"--data-dir={self.layout.etcd_data}",
                                     f"--listen-client-url=http://127.0.0.1:{etcd_port}",
                                     f"--listen-peer-url=http://127.0.0.1:{network.free_port()}"])
         processes.wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_port}/health", timeout=2).status == 200,
@@ -113,7 +112,7 @@ class Supervisor:
 
         server = f"https://{address}:{api_port}"
         apiserver = self._start("kube-apiserver", [
-            str(bins / "kube-apiserver"),
+            str(build.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             f"--bind-address={address}", f"--secure-port={api_port}", f"--advertise-address={address}",
             f"--tls-cert-file={serving[0]}", f"--tls-private-key-file={serving[1]}",
@@ -145,7 +144,7 @@ class Supervisor:
             write_kubeconfig(self.layout.component_kubeconfig(name), server, ca.cert_path,
                              {"client-certificate": str(cert), "client-key": str(key)})
         self._start("kube-controller-manager", [
-            str(bins / "kube-controller-manager"),
+            str(build.binary("kube-controller-manager")),
             f"--kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
             f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
             f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-controller-manager')}",
@@ -155,7 +154,7 @@ class Supervisor:
             "--leader-elect=false",
         ])
         self._start("kube-scheduler", [
-            str(bins / "kube-scheduler"),
+            str(build.binary("kube-scheduler")),
             f"--kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
             f"--authentication-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",
             f"--authorization-kubeconfig={self.layout.component_kubeconfig('kube-scheduler')}",

@@ -69,7 +69,7 @@ def known() -> dict[str, Program]:
     helm_test = repository(operator_values["helmTest"]["image"])
     programs = [
         Program("trainer", trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
-        Program("operator", operator, PRIVATE, ("/manager",), build.bin_dir() / "training-operator.v1",
+        Program("operator", operator, PRIVATE, ("/manager",), build.binary(build.OPERATOR_BINARY),
                 what="the operator built into the cache"),
         Program("init", init, SHELL, ("sh",), what="this machine's sh"),
         Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),

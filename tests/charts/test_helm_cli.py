@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e  # needs the Go-built binary, as the rest of `make 
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    binary = build.bin_dir() / build.HELM_BINARY
+    binary = build.binary(build.HELM_BINARY)
     if not binary.is_file():
         pytest.fail(f"{binary} is not built: run `python -m generator cluster build` (`make e2e` does)")
     return str(binary)

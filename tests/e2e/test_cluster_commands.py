@@ -183,7 +183,7 @@ def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, valu
     from generator.controlplane import build
 
     cluster.cli("submit", values_file, "-n", ns, check=True)
-    proc = subprocess.run([str(build.bin_dir() / "kubectl"), "get", "pytorchjobs", "-n", ns, "-o", "json"],
+    proc = subprocess.run([str(build.binary("kubectl")), "get", "pytorchjobs", "-n", ns, "-o", "json"],
                           env=cluster.env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [j["metadata"]["name"] for j in json.loads(proc.stdout)["items"]] == ["mnist"]

@@ -447,7 +447,7 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
 def _helm(cluster, *args: str) -> subprocess.CompletedProcess:
     from generator.controlplane import build
 
-    return subprocess.run([str(build.bin_dir() / build.HELM_BINARY), *args], env=cluster.env, capture_output=True,
+    return subprocess.run([str(build.binary(build.HELM_BINARY)), *args], env=cluster.env, capture_output=True,
                           text=True, timeout=300)
 
 

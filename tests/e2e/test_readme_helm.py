@@ -73,7 +73,7 @@ class Shell:
         from generator.controlplane.layout import Layout
 
         self.cluster, self.workdir = cluster, workdir
-        self.tools = {"helm": str(build.bin_dir() / build.HELM_BINARY), "kubectl": str(build.bin_dir() / "kubectl"),
+        self.tools = {"helm": str(build.binary(build.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
                       "python": sys.executable}
         self.env = {**operator.helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
 

@@ -30,7 +30,7 @@ def helm_cli() -> str | None:
     """The helm CLI `generator cluster build` made, else one on PATH."""
     from generator.controlplane import build
 
-    built = build.bin_dir() / build.HELM_BINARY
+    built = build.binary(build.HELM_BINARY)
     return str(built) if built.is_file() else shutil.which("helm")
 
 

@@ -9,7 +9,6 @@ import sys
 
 from tests.support import ROOT, mnist_files, trainer_procs
 
-pytestmark = __import__("pytest").mark.slow
 README = (ROOT / "README.md").read_text()
 
 

@@ -5,14 +5,12 @@ import signal
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from tests.support import trainer_procs
 from trainer import checkpoint
 from trainer.model import Net
 
-pytestmark = pytest.mark.slow
 ARGS = ["--dataset", "digits", "--epochs", "6", "--threads", "1", "--seed", "3"]
 
 

@@ -6,14 +6,11 @@ import signal
 import threading
 from pathlib import Path
 
-import pytest
-
 from generator import helm, paths
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
 
-pytestmark = pytest.mark.slow
 DIGITS_TRAIN = 1437
 
 

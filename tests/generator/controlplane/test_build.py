@@ -1,0 +1,101 @@
+"""The control plane's binaries: built once per machine into the user's cache, keyed by what they
+are built from. `go` here is a stand-in script that records its calls and writes empty binaries;
+the real Go build runs in `make e2e`."""
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane import build
+from generator.errors import UserError
+
+FAKE_GO = """#!/bin/sh
+echo "$@" >> "$GO_CALLS"
+if [ "$1" = build ]; then
+  shift; out=""
+  while [ $# -gt 0 ]; do
+    case "$1" in -o) out="$2"; shift 2;; -ldflags) shift 2;; *) : > "$out/$(basename "$1")"; shift;; esac
+  done
+else
+  name=$(basename "${2%@*}"); : > "$GOBIN/$name"
+fi
+"""
+
+
+@pytest.fixture
+def go(tmp_path, monkeypatch):
+    """A `go` on PATH that records each call in a file; returns a function listing the calls."""
+    bindir = tmp_path / "go-bin"
+    bindir.mkdir()
+    script = bindir / "go"
+    script.write_text(FAKE_GO)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    calls = tmp_path / "go-calls"
+    calls.touch()
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("GO_CALLS", str(calls))
+    return lambda: calls.read_text().splitlines()
+
+
+def test_the_cache_is_the_users_not_the_checkouts(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYTORCHJOB_KIT_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert build.cache_dir() == tmp_path / "xdg" / "pytorchjob-kit"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert build.cache_dir() == tmp_path / "home" / ".cache" / "pytorchjob-kit"
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "mine"))
+    assert build.cache_dir() == tmp_path / "mine"
+    assert build.binary("kubectl").is_relative_to(tmp_path / "mine")
+
+
+def test_each_group_is_built_once_and_reused(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    assert sorted(build.missing()) == sorted(build.BINARIES)
+    paths = build.ensure(say=lambda line: None)
+    assert set(paths) == set(build.BINARIES) and all(p.is_file() for p in paths.values())
+    assert len(go()) == 3  # kubernetes, operator, helm
+    # A second clone, a CI run or a `git clean` asks again: nothing is built.
+    assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == 3
+
+
+def test_a_changed_pin_builds_that_group_alone_beside_the_old_one(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    old = build.ensure(say=lambda line: None)
+    monkeypatch.setattr(build, "HELM_VERSION", "v4.9.9")
+    monkeypatch.setitem(build.GROUPS, "helm", ([build.HELM_BINARY], lambda: f"{build.HELM_PACKAGE}@v4.9.9"))
+    assert build.missing() == [build.HELM_BINARY]
+    new = build.ensure(say=lambda line: None)
+    assert go()[-1] == f"install {build.HELM_PACKAGE}@v4.9.9" and len(go()) == 4
+    assert new["helm"] != old["helm"] and old["helm"].is_file()  # another clone may still use the old pin
+    assert new["kubectl"] == old["kubectl"]
+
+
+def test_an_interrupted_build_is_built_again(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    paths = build.ensure(say=lambda line: None)
+    (paths["helm"].parent / build.COMPLETE).unlink()
+    assert build.missing() == [build.HELM_BINARY]
+    build.ensure(say=lambda line: None)
+    assert build.missing() == [] and len(go()) == 4
+
+
+def test_builds_running_side_by_side_build_each_group_once(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(build.ensure(say=lambda line: None))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and len(go()) == 3
+
+
+def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError, match="`go` is not on PATH; install Go"):
+        build.ensure(say=lambda line: None)
+    assert not any(Path(tmp_path / "cache").glob("controlplane/*/etcd"))
