@@ -13,3 +13,9 @@ settings.register_profile("ci", derandomize=True, database=None, max_examples=60
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("explore", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(items):
+    """The longest tests (real training) first: test workers running side by side then finish
+    together instead of one working through a long test alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("trains") is None)

@@ -8,6 +8,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -41,6 +43,7 @@ def test_the_readmes_generator_examples_run_as_written(tmp_path):
     assert [(r["file"], r["valid"]) for r in report] == [("bert.yaml", True), ("tencent.yaml", True)]
 
 
+@pytest.mark.trains
 def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
     section = README.split("### Kubeflow Trainer v2", 1)[1]
     block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
