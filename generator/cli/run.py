@@ -54,6 +54,8 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     outcome = runner.run()
+    if runner.output_closed:  # `| head` has what it wanted: the replicas are stopped, nothing more to say
+        raise runner.output_closed
     click.echo(local_runner.summary(outcome, plan), err=True)
     if signals:  # as a shell reports a command a signal ended: 130 for Ctrl-C
         sys.exit(128 + signals[0])

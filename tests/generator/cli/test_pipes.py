@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +149,64 @@ def test_a_cluster_command_piped_into_a_reader_that_quits_ends_quietly(api, job,
             assert run("submit", job)[0] == 0
 
     check_both_readers(argv, first, tmp_path, resubmit)
+
+
+def test_logs_follow_of_a_running_job_stops_once_the_reader_quits(api, tmp_path):
+    values = tmp_path / "mnist.yaml"
+    values.write_text("job: {name: mnist}\n")
+    assert run("submit", str(values))[0] == 0
+    api.set_condition(NS, "mnist", "Running")
+    pod = api.add_pod(NS, "mnist", "Master", 0)
+    api.log(NS, pod, "epoch 1")
+    talking = threading.Event()
+
+    def trainer():  # the job keeps running and logging, as long as the test lasts
+        while not talking.wait(0.2):
+            api.log(NS, pod, "another step")
+
+    thread = threading.Thread(target=trainer, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        code, line, err = read_one_line_then_close(["logs", "mnist", "--follow"], tmp_path, timeout=20)
+    finally:
+        talking.set()
+    assert line == "master-0 | epoch 1\n"
+    assert code == OUTPUT_CLOSED and quiet(err), err
+    assert time.monotonic() - started < 15
+
+
+def replicas_of(run_dir: Path) -> list[int]:
+    """This run's replica processes still alive: their env names the run's folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if str(run_dir).encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_run_stops_its_replicas_once_the_reader_quits(tmp_path):
+    """`generator run | head -1`: the line arrives, then the replicas are stopped (SIGTERM, as
+    Ctrl-C does) instead of training 200 epochs for nobody, and the run ends quietly."""
+    values = tmp_path / "long.yaml"
+    values.write_text("job: {name: long}\ntopology: {workers: 0}\nargs: [--dataset=digits, --epochs=200, --threads=1]\n")
+    run_dir = tmp_path / "runs"
+    try:
+        code, line, err = read_one_line_then_close(["run", str(values), "--run-dir", str(run_dir)], tmp_path,
+                                                   timeout=120)
+        assert line.startswith("master-0 | training on digits: 1437 samples, world size 1"), line
+        assert code == OUTPUT_CLOSED and quiet(err), err
+        assert "job succeeded" not in err and "job failed" not in err  # no summary either: nothing to say
+        end = time.monotonic() + 5
+        while replicas_of(run_dir) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert replicas_of(run_dir) == []
+    finally:
+        for pid in replicas_of(run_dir):  # only if the run left them behind: ours, by their env
+            os.kill(pid, 9)
