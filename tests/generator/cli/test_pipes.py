@@ -105,6 +105,8 @@ OFFLINE = [
     ("cluster-status", ["cluster", "status", "--dir", "{dir}/cluster"], "cluster in {dir}/cluster: absent\n"),
     ("cluster-status-json", ["cluster", "status", "--dir", "{dir}/cluster", "--format", "json"], "{\n"),
     ("cluster-down", ["cluster", "down", "--dir", "{dir}/cluster"], "nothing was running\n"),
+    ("cluster-build", ["cluster", "build"], "up to date: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+                                            "kubectl, training-operator.v1, helm in {dir}/cache/controlplane/bin\n"),
 ]
 ON_A_CLUSTER = [
     ("submit", ["submit", "{values}"], "pytorchjob other created\n"),
@@ -132,9 +134,23 @@ def check_both_readers(argv: list[str], first: str | None, folder: Path, reset=l
     assert code == OUTPUT_CLOSED and quiet(err), f"{argv}: exit {code}\n{err}"
 
 
+def built_cache(folder: Path) -> Path:
+    """A cache whose binaries look built (`cluster build` then only says so): Go is not needed."""
+    from generator.controlplane import build
+
+    bins = folder / "controlplane" / "bin"
+    bins.mkdir(parents=True)
+    for group, (names, stamp) in build.GROUPS.items():
+        for name in names:
+            (bins / name).write_text("")
+        (bins / f".stamp-{group}").write_text(stamp())
+    return folder
+
+
 @pytest.mark.parametrize("argv,first", [pytest.param(a, f, id=i) for i, a, f in OFFLINE])
-def test_a_command_piped_into_a_reader_that_quits_ends_quietly(tmp_path, argv, first):
+def test_a_command_piped_into_a_reader_that_quits_ends_quietly(tmp_path, monkeypatch, argv, first):
     argv, first = filled(argv, first, tmp_path, demo_values(tmp_path))
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(built_cache(tmp_path / "cache")))
     check_both_readers(argv, first, tmp_path)
 
 
