@@ -41,6 +41,8 @@ def _streams() -> list[int]:
 def output_closed() -> bool:
     """Whether the reader of stdout or stderr has gone: a pipe's write end then polls as an error.
     A BrokenPipeError from anything else (a socket, a child's stdin) is a fault to report."""
+    if not hasattr(select, "poll"):  # no way to tell here (Windows): a closed pipe is by far the likeliest
+        return True
     poller = select.poll()
     for fd in _streams():
         poller.register(fd, select.POLLOUT)

@@ -226,3 +226,17 @@ def test_run_stops_its_replicas_once_the_reader_quits(tmp_path):
     finally:
         for pid in replicas_of(run_dir):  # only if the run left them behind: ours, by their env
             os.kill(pid, 9)
+
+
+def test_a_broken_pipe_that_is_not_our_output_is_a_fault_reported_as_such(monkeypatch):
+    """Only a closed stdout or stderr ends quietly: a pipe to anything else (a helper process, a
+    socket) breaking is a fault, told as one, not hidden behind status 141."""
+    from generator.job import values_io
+
+    def broken(*_args, **_kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(values_io, "dump", broken)
+    code, out, err = run("values", "--name", "demo")
+    assert code == 1 and out == ""
+    assert "error: internal error (BrokenPipeError: [Errno 32] Broken pipe); rerun with --debug and report it" in err
