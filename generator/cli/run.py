@@ -45,9 +45,12 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
     signals: list[int] = []
 
     def stop(signum, _frame) -> None:
-        click.echo("killing the replicas now" if signals else
-                   f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
-                   err=True)
+        try:
+            click.echo("killing the replicas now" if signals else
+                       f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
+                       err=True)
+        except BrokenPipeError:  # nobody reads stderr any more: the replicas must stop all the same
+            pass
         signals.append(signum)
         runner.request_stop(f"stopped by {signal.Signals(signum).name}")
 
