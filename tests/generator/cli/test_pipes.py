@@ -106,7 +106,7 @@ OFFLINE = [
     ("cluster-status-json", ["cluster", "status", "--dir", "{dir}/cluster", "--format", "json"], "{\n"),
     ("cluster-down", ["cluster", "down", "--dir", "{dir}/cluster"], "nothing was running\n"),
     ("cluster-build", ["cluster", "build"], "up to date: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-                                            "kubectl, training-operator.v1, helm in {dir}/cache/controlplane/bin\n"),
+                                            "kubectl in {dir}/cache/controlplane/{kubernetes}\n"),
 ]
 ON_A_CLUSTER = [
     ("submit", ["submit", "{values}"], "pytorchjob other created\n"),
@@ -120,7 +120,10 @@ ON_A_CLUSTER = [
 
 
 def filled(argv: list[str], first: str | None, folder: Path, values: str):
-    fill = lambda text: text.replace("{dir}", str(folder)).replace("{values}", values)  # noqa: E731
+    from generator.controlplane import build
+
+    fill = lambda text: (text.replace("{dir}", str(folder)).replace("{values}", values)  # noqa: E731
+                         .replace("{kubernetes}", build.group_dir("kubernetes").name))
     return [fill(a) for a in argv], fill(first) if first else None
 
 
@@ -138,12 +141,12 @@ def built_cache(folder: Path) -> Path:
     """A cache whose binaries look built (`cluster build` then only says so): Go is not needed."""
     from generator.controlplane import build
 
-    bins = folder / "controlplane" / "bin"
-    bins.mkdir(parents=True)
     for group, (names, stamp) in build.GROUPS.items():
+        bins = folder / "controlplane" / build.group_dir(group).name
+        bins.mkdir(parents=True)
         for name in names:
             (bins / name).write_text("")
-        (bins / f".stamp-{group}").write_text(stamp())
+        (bins / build.COMPLETE).write_text(stamp())
     return folder
 
 
