@@ -14,6 +14,9 @@ import yaml
 
 from generator.errors import Finding, UserError
 
+# libyaml's parser under the same safe constructor: the same objects, several times faster.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def engine() -> str:
     """Which engine renders: "helm" (CLI) or "helm-python-sdk". PYTORCHJOB_KIT_HELM=sdk forces the SDK."""
@@ -51,7 +54,7 @@ def objects(rendered: dict[str, str]) -> list[dict]:
     """The Kubernetes objects of rendered templates, in template order."""
     out = []
     for text in rendered.values():
-        out += [doc for doc in yaml.safe_load_all(text) if doc]
+        out += [doc for doc in yaml.load_all(text, Loader=_Loader) if doc]
     return out
 
 
