@@ -2,12 +2,9 @@
 helm-python-sdk (Helm v4's Go SDK in-process). Never an imitation of Go templates."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -88,6 +85,10 @@ def _render_sdk(chart: Path, values: dict, release: str, namespace: str) -> dict
 
 
 def _render_cli(chart: Path, values: dict, release: str, namespace: str) -> dict[str, str]:
+    import json
+    import subprocess
+    import tempfile
+
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(values, handle)
     try:
