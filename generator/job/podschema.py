@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import re
+import zlib
 from pathlib import Path
 
 from generator import paths
@@ -60,7 +61,9 @@ def _schema(kind: str, api_version: str) -> dict | None:
     except OSError:
         return None
     key = "-".join(f"{s.st_size}.{s.st_mtime_ns}" for s in stats)
-    cached = paths.cache_dir() / "podschema" / f"{folder.name}-{kind}-{api_version}-{_FORMAT}.json"
+    # one file per installed kubernetes-validate, so two venvs do not take turns rewriting it
+    where = zlib.crc32(str(folder).encode())
+    cached = paths.cache_dir() / "podschema" / f"{folder.name}-{kind}-{api_version}-{_FORMAT}-{where:08x}.json"
     try:
         data = json.loads(cached.read_text())
         if data.get("key") == key and str(folder) == data.get("folder"):
