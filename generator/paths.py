@@ -6,3 +6,13 @@ CHARTS = ROOT / "charts"
 JOB_CHART = CHARTS / "pytorchjob"
 OPERATOR_CHART = CHARTS / "pytorch-operator"
 SCHEMA = JOB_CHART / "values.schema.json"  # the top-level values.schema.json is a link to it
+
+
+def cache_dir() -> Path:
+    """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder."""
+    import os
+
+    if os.environ.get("PYTORCHJOB_KIT_CACHE"):
+        return Path(os.environ["PYTORCHJOB_KIT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pytorchjob-kit"

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from generator import paths
 from generator.errors import UserError
 
 GO_MODULE = Path(__file__).parent / "go"
@@ -37,10 +38,7 @@ COMPLETE = ".complete"
 
 def cache_dir() -> Path:
     """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder."""
-    if os.environ.get("PYTORCHJOB_KIT_CACHE"):
-        return Path(os.environ["PYTORCHJOB_KIT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pytorchjob-kit"
+    return paths.cache_dir()
 
 
 def kube_version() -> str:

@@ -5,12 +5,11 @@ defaults, and then rendered and compared with the original: whatever would not c
 back the same is refused by name, so nothing is silently dropped."""
 from __future__ import annotations
 
-import concurrent.futures
 import copy
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import admission, defaults, images
+from generator.job import admission, defaults, images, podschema
 
 CHART_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
                 "app.kubernetes.io/managed-by", "app.kubernetes.io/component")
@@ -22,15 +21,18 @@ KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def kubernetes_findings(job: dict) -> list[Finding]:
-    """Pod templates against Kubernetes' own schema (strict), as the API server would see the pods."""
-    import kubernetes_validate
-
+    """Pod templates against Kubernetes' own schema (strict), as the API server would see the pods.
+    A template that passes is told so without loading kubernetes-validate (generator.job.podschema)."""
     out = []
     for role, spec in (job["spec"].get("pytorchReplicaSpecs") or {}).items():
         template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "import"},
                     "template": spec.get("template") or {}}
+        if podschema.passes(template):
+            continue
+        import kubernetes_validate
+
         try:
-            kubernetes_validate.validate(template, "1.33.0", strict=True)
+            kubernetes_validate.validate(template, podschema.KUBE_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
             where = ".".join(str(p) for p in list(exc.path)[1:])
             out.append(Finding(f"spec.pytorchReplicaSpecs.{role}.template.{where}".rstrip("."),
@@ -53,18 +55,16 @@ def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
     findings = admission.check_objects([job])
     if findings:
         raise UserError(findings, source=source)
-    # Kubernetes' schema check runs beside the Helm render (which releases the GIL): the
-    # command's start-up budget is small. Its findings come first either way.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(kubernetes_findings, job)
-        try:
-            result = _build(copy.deepcopy(job), source)
-        except UserError:
-            if pending.result():
-                raise UserError(pending.result(), source=source) from None
-            raise
-        if pending.result():
-            raise UserError(pending.result(), source=source)
+    # Kubernetes' findings come first, whether or not the chart can carry the job.
+    schema_findings = kubernetes_findings(job)
+    try:
+        result = _build(copy.deepcopy(job), source)
+    except UserError:
+        if schema_findings:
+            raise UserError(schema_findings, source=source) from None
+        raise
+    if schema_findings:
+        raise UserError(schema_findings, source=source)
     return result
 
 

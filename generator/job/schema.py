@@ -2,7 +2,6 @@
 (the job chart's unless told; the operator chart's for operator values)."""
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from pathlib import Path
@@ -46,6 +45,8 @@ def _finding(error, root: dict) -> list[Finding]:
     value = error.instance
     kind = error.validator
     if kind == "additionalProperties":
+        import difflib
+
         known = sorted(node.get("properties", {}))
         out = []
         for key in sorted(set(value) - set(known)):

@@ -41,9 +41,7 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
 def check_operator_values(user: dict, release: str = "training", namespace: str = "kubeflow") -> Checked:
     """Values for charts/pytorch-operator: every schema problem at once, then the chart's own
     guards as Helm renders it."""
-    import yaml
-
-    base = yaml.safe_load((paths.OPERATOR_CHART / "values.yaml").read_text())
+    base = values_io.load_yaml((paths.OPERATOR_CHART / "values.yaml").read_text())
     findings = schema.check(defaults.coalesce(user, base), paths.OPERATOR_CHART)
     if findings:
         return Checked(findings)

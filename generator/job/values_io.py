@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -161,6 +160,7 @@ def write_atomic(path: str, text: str) -> None:
     through (the link stays), an existing file keeps its mode, a new one gets the umask's, and
     anything that is not a regular file is refused rather than replaced."""
     import stat
+    import tempfile
 
     target = Path(os.path.realpath(path))
     if target.exists() and not target.is_file():
