@@ -17,12 +17,6 @@ PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE',
              "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
 
 
-@pytest.fixture(autouse=True)
-def _run_in_tmp(tmp_path, monkeypatch):
-    """runs/<job>/ lands in the test's folder, not in the checkout."""
-    monkeypatch.chdir(tmp_path)
-
-
 def env_lines(stdout: str) -> dict:
     out = {}
     for line in stdout.splitlines():

@@ -5,23 +5,17 @@ import re
 import sys
 import uuid
 
-import pytest
 import yaml
 
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
-from tests.support import local_jobs
+from tests.support import local_jobs, trainjobs
 from tests.support.cli_helpers import run
+from tests.support.trainjobs import IMAGE
 
-IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
 # Each life of a node appends to a file of its own, so a test can script what each life does.
 LIFE = ("import os, pathlib, sys, time; p = pathlib.Path(os.environ['LIVES']) / os.environ['PET_NODE_RANK']; "
         "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); rank = os.environ['PET_NODE_RANK']; ")
-
-
-@pytest.fixture(autouse=True)
-def _run_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
 
 
 Sink = local_jobs.Sink
@@ -96,10 +90,8 @@ def trainjob_file(tmp_path, command: list[str], nodes: int = 2) -> tuple[str, st
     """The TrainJob's file and its marker. Its activeDeadlineSeconds ends a run that hangs (nodes
     waiting in torchrun's rendezvous) as a failed job, long before the suite's timeout."""
     marker = uuid.uuid4().hex
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "envs"},
-           "spec": {"runtimeRef": {"name": "torch-distributed"}, "activeDeadlineSeconds": 90,
-                    "trainer": {"image": IMAGE, "command": command, "numNodes": nodes,
-                                "env": [{"name": local_jobs.MARKER, "value": marker}]}}}
+    job = trainjobs.trainjob("envs", {"image": IMAGE, "command": command, "numNodes": nodes,
+                                      "env": [{"name": local_jobs.MARKER, "value": marker}]}, activeDeadlineSeconds=90)
     path = tmp_path / "trainjob.yaml"
     path.write_text(yaml.safe_dump(job))
     return str(path), marker
