@@ -59,3 +59,12 @@ def test_a_test_stopped_by_its_timeout_leaves_no_process(tmp_path):
     assert done.returncode == 1 and "Failed: Timeout (>10.0s) from pytest-timeout" in out, out[-3000:]
     assert "Captured processes killed at teardown" in out and "torch.distributed.run" in out, out[-3000:]
     assert local_jobs.alive(mark) == []
+
+
+def test_the_suite_times_out_by_signal_so_that_teardown_runs(request):
+    """pytest-timeout's thread method ends the whole process at once: no teardown, no clean-up."""
+    if not request.config.pluginmanager.has_plugin("timeout"):
+        return
+    import pytest_timeout
+
+    assert pytest_timeout.get_env_settings(request.config).method == "signal"

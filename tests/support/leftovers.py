@@ -7,9 +7,10 @@ started, directly or not (the runner's replicas, torchrun's workers, a `generato
 replicas after it was killed), stays its descendant. The test's environment also carries a
 marker of its own, which every process started with an inherited environment keeps. At
 teardown every new descendant, and every process carrying the marker, is killed and reaped.
-Processes that were already there when the test began (a module fixture's) are left alone, and
-nothing outside this pytest process's tree or this test's marker is touched: the machine is
-shared with other test runs."""
+Processes that were already there when the test began (a module fixture's), and what they
+start, are left alone, and nothing outside this pytest process's tree or this test's marker is
+touched: the machine is shared with other test runs. e2e tests are left out: the control plane
+their session starts, and its pods, outlive each test on purpose."""
 from __future__ import annotations
 
 import ctypes
@@ -58,7 +59,9 @@ def table() -> dict[int, tuple[int, int, str]]:
     return out
 
 
-def descendants(procs: dict[int, tuple[int, int, str]], root: int) -> set[Proc]:
+def descendants(procs: dict[int, tuple[int, int, str]], root: int, skip: set[Proc] = frozenset()) -> set[Proc]:
+    """`root`'s descendants, but neither those in `skip` nor theirs: what a process that was there
+    before the test (a session's control plane) starts is its own."""
     children: dict[int, list[int]] = {}
     for pid, (parent, _, _) in procs.items():
         children.setdefault(parent, []).append(pid)
@@ -66,8 +69,10 @@ def descendants(procs: dict[int, tuple[int, int, str]], root: int) -> set[Proc]:
     todo = [root]
     while todo:
         for child in children.get(todo.pop(), ()):
-            found.add((child, procs[child][1]))
-            todo.append(child)
+            proc = (child, procs[child][1])
+            if proc not in skip:
+                found.add(proc)
+                todo.append(child)
     return found
 
 
@@ -102,7 +107,7 @@ def kill_leftovers(before: set[Proc], marker: str) -> list[str]:
     end = time.monotonic() + KILL_SECONDS
     while True:
         procs = table()
-        live = {p for p in descendants(procs, me) | carrying(procs, marker)
+        live = {p for p in descendants(procs, me, before) | carrying(procs, marker)
                 if p not in before and p[0] != me and procs[p[0]][2] not in "ZX"}
         if not live:
             break
