@@ -8,7 +8,10 @@ VARIANT ?= cpu
 # The chart's appVersion tags the image: <version> for the CPU build, <version>-cuda for the GPU one.
 VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/pytorchjob/Chart.yaml)
 
-.PHONY: venv test e2e lint golden docs demo bench image clean
+# Test workers for `make test`: one per core by default; TEST_JOBS=1 runs the suite in one process.
+TEST_JOBS ?= auto
+
+.PHONY: venv test test-slow e2e lint golden docs demo bench image clean
 
 venv: $(STAMP)
 
@@ -20,8 +23,13 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Every test but the end-to-end suite and the stress tier, side by side; the 10 slowest are listed at the end.
 test: venv
-	$(PY) -m pytest -q -m "not e2e"
+	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --durations=10
+
+# The stress tier: replicas killed under a CPU hog, in one process because the hog is the point.
+test-slow: venv
+	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 
 # The end-to-end suite on a real control plane; the first run builds it from Go modules.
 e2e: venv

@@ -16,3 +16,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Every test but e2e's: whatever processes it started are killed when it ends, a timeout included.
 from tests.support.leftovers import no_process_outlives_its_test  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(items):
+    """The longest tests (real training) first: test workers running side by side then finish
+    together instead of one working through a long test alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("trains") is None)

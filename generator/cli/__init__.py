@@ -1,12 +1,16 @@
 """`python -m generator`: job descriptions to validated values, manifests, local runs and cluster jobs.
 
 Exit status: 0 success, 1 invalid input or a failed job, 2 usage. Errors name the field, the
-value and a fix, without a traceback unless --debug is given. Each command lives in a module of
-its own and is imported only when it runs, so start-up stays fast."""
+value and a fix, without a traceback unless --debug is given. A reader that stops early
+(`| head`, `| grep -m1`, quitting `less`) ends any command quietly with status 141, as it ends
+Unix tools. Each command lives in a module of its own and is imported only when it runs, so
+start-up stays fast."""
 from __future__ import annotations
 
 import importlib
 import os
+import select
+import signal
 import sys
 
 import click
@@ -19,6 +23,42 @@ COMMANDS = {
     "submit": "submit", "status": "status", "diagnose": "diagnose", "logs": "logs", "wait": "wait", "delete": "delete",
     "cluster": "cluster",
 }
+
+# The status a shell reports for a command that SIGPIPE ended: what `cmd | head` gives of Unix tools.
+OUTPUT_CLOSED = 128 + signal.SIGPIPE
+
+
+def _streams() -> list[int]:
+    fds = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fds.append(stream.fileno())
+        except (AttributeError, ValueError, OSError):  # no descriptor (a test's capture); io.UnsupportedOperation
+            continue
+    return fds
+
+
+def output_closed() -> bool:
+    """Whether the reader of stdout or stderr has gone: a pipe's write end then polls as an error.
+    A BrokenPipeError from anything else (a socket, a child's stdin) is a fault to report."""
+    if not hasattr(select, "poll"):  # no way to tell here (Windows): a closed pipe is by far the likeliest
+        return True
+    poller = select.poll()
+    for fd in _streams():
+        poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def discard_output() -> None:
+    """The reader of our output has gone: point stdout and stderr at /dev/null, so that what is
+    still buffered, and the interpreter's last flush at exit, meet no closed pipe and print no
+    complaint. Streams without a file descriptor (a test's capture) are left alone."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in _streams():
+            os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 class LazyGroup(click.Group):
@@ -33,9 +73,23 @@ class LazyGroup(click.Group):
             return None
         return importlib.import_module(f"generator.cli.{module}").command
 
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:  # `--help` and `--version` print while the arguments are parsed
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            if not output_closed():
+                raise
+            discard_output()
+            raise click.exceptions.Exit(OUTPUT_CLOSED) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            if output_closed():  # the reader quit early (`| head`): not an error, and nothing to say
+                discard_output()
+                ctx.exit(OUTPUT_CLOSED)
+            internal_error(ctx, exc)  # some other pipe: a fault like any other
         except UserError as exc:
             if ctx.params.get("debug"):
                 raise
@@ -54,10 +108,14 @@ class LazyGroup(click.Group):
                        "pip install -e '.[generator,cluster]'", err=True)
             ctx.exit(1)
         except Exception as exc:  # a bug: still no traceback for the user
-            if ctx.params.get("debug"):
-                raise
-            click.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", err=True)
-            ctx.exit(1)
+            internal_error(ctx, exc)
+
+
+def internal_error(ctx: click.Context, exc: Exception) -> None:
+    if ctx.params.get("debug"):
+        raise exc
+    click.echo(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug and report it", err=True)
+    ctx.exit(1)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -74,5 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name=prog, standalone_mode=True)
     except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    return 0
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    else:
+        code = 0
+    try:  # what is still buffered goes out now, while a closed pipe can still be told apart
+        sys.stdout.flush()
+    except BrokenPipeError:
+        discard_output()
+        return OUTPUT_CLOSED
+    return code

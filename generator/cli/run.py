@@ -45,15 +45,20 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
     signals: list[int] = []
 
     def stop(signum, _frame) -> None:
-        click.echo("killing the replicas now" if signals else
-                   f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
-                   err=True)
+        try:
+            click.echo("killing the replicas now" if signals else
+                       f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
+                       err=True)
+        except BrokenPipeError:  # nobody reads stderr any more: the replicas must stop all the same
+            pass
         signals.append(signum)
         runner.request_stop(f"stopped by {signal.Signals(signum).name}")
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     outcome = runner.run()
+    if runner.output_closed:  # `| head` has what it wanted: the replicas are stopped, nothing more to say
+        raise runner.output_closed
     click.echo(local_runner.summary(outcome, plan), err=True)
     if signals:  # as a shell reports a command a signal ended: 130 for Ctrl-C
         sys.exit(128 + signals[0])

@@ -72,13 +72,22 @@ def follow(c, job: str, replica: str | None, echo, tick=None, kind: cluster.Kind
     threads: dict[str, threading.Thread] = {}
     stop = threading.Event()
     announced = False
+    closed: list[BrokenPipeError] = []  # the reader went away (`| head`): every pod's thread stops
 
     def say(name: str, text: str, err: bool = False) -> None:
         with lock:
-            echo(f"{name} | {text}", err=err)
+            if closed:
+                return
+            try:
+                echo(f"{name} | {text}", err=err)
+            except BrokenPipeError as exc:
+                closed.append(exc)
+                stop.set()
 
     try:
         while True:
+            if closed:
+                raise closed[0]
             try:
                 selected = _select(c, job, replica, kind)
             except NoReplica:
@@ -98,8 +107,10 @@ def follow(c, job: str, replica: str | None, echo, tick=None, kind: cluster.Kind
                 with lock:
                     tick(cluster.condition(current)[0])
             if ended and not any(t.is_alive() for t in threads.values()):
+                if closed:
+                    raise closed[0]
                 return
-            time.sleep(POLL_SECONDS)
+            stop.wait(POLL_SECONDS)
     finally:
         stop.set()
 
@@ -167,6 +178,9 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, contain
                                                       timestamps=True, _preload_content=False)
             buffer = ""
             for chunk in response.stream(4096):
+                if stop.is_set():  # nobody reads any more: hang up instead of draining the stream
+                    response.close()
+                    return
                 buffer += chunk.decode("utf-8", "replace")
                 *lines, buffer = buffer.split("\n")
                 for line in lines:

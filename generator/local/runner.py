@@ -66,6 +66,7 @@ class Runner:
         self.states = [State(r) for r in plan.replicas]
         self.lock = threading.Lock()
         self.stop_requested: str | None = None
+        self.output_closed: BrokenPipeError | None = None  # the reader of `out` went away (`| head`)
         self.node_failures = 0  # Trainer v2: the node Job's failures since the set last started
         self.set_restarts = 0
         width = max(len(r.name) for r in plan.replicas)
@@ -78,8 +79,15 @@ class Runner:
             colour = COLOURS[self.states.index(state) % len(COLOURS)]
             prefix = f"\033[{colour}m{prefix}\033[0m"
         with self.lock:
-            self.out.write(f"{prefix} | {line}\n")
-            self.out.flush()
+            if self.output_closed:
+                return  # the readers keep draining the replicas' pipes while they stop
+            try:
+                self.out.write(f"{prefix} | {line}\n")
+                self.out.flush()
+            except BrokenPipeError as exc:
+                # Nobody reads any more: stop the replicas as Ctrl-C does, and let the caller end quietly.
+                self.output_closed = exc
+                self.stop_requested = self.stop_requested or "the output was closed"
 
     # -- processes ------------------------------------------------------------------------
     def _start(self, state: State) -> None:

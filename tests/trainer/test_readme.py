@@ -7,7 +7,11 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT, mnist_files, trainer_procs
+
+pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
 
 README = (ROOT / "README.md").read_text()
 
@@ -18,20 +22,23 @@ def commands() -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("python -m trainer")]
 
 
-def test_the_readmes_trainer_commands_train_as_written(tmp_path):
-    lines = commands()
-    assert [shlex.split(line)[4] for line in lines] == ["digits", "mnist", "synthetic"]
+def test_the_readme_gives_the_three_runs():
+    assert [shlex.split(line)[4] for line in commands()] == ["digits", "mnist", "synthetic"]
+
+
+# One test per line, so parallel workers share them out.
+@pytest.mark.parametrize("line", commands(), ids=lambda line: shlex.split(line)[4])
+def test_the_readmes_trainer_commands_train_as_written(tmp_path, line):
     mnist_files.write(tmp_path / "data" / "mnist", n_train=256, n_test=64)
-    for line in lines:
-        proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=600, env=trainer_procs.base_env(CUDA_VISIBLE_DEVICES=""))
-        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
-        dataset = shlex.split(line)[4]
-        metrics = json.loads((tmp_path / "out" / dataset / "metrics.json").read_text())
-        assert (tmp_path / "out" / dataset / "mnist_cnn.pt").stat().st_size > 0
-        if dataset == "digits":
-            assert len(metrics["epoch_accuracies"]) == 5 and metrics["final_accuracy"] >= 0.9
-        if dataset == "mnist":
-            assert "downloading" not in (proc.stdout + proc.stderr).lower()  # the files were there: no network
-        if dataset == "synthetic":
-            assert "do nothing" in proc.stdout + proc.stderr  # --amp and --channels-last on a CPU
+    proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=trainer_procs.base_env(CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
+    dataset = shlex.split(line)[4]
+    metrics = json.loads((tmp_path / "out" / dataset / "metrics.json").read_text())
+    assert (tmp_path / "out" / dataset / "mnist_cnn.pt").stat().st_size > 0
+    if dataset == "digits":
+        assert len(metrics["epoch_accuracies"]) == 5 and metrics["final_accuracy"] >= 0.9
+    if dataset == "mnist":
+        assert "downloading" not in (proc.stdout + proc.stderr).lower()  # the files were there: no network
+    if dataset == "synthetic":
+        assert "do nothing" in proc.stdout + proc.stderr  # --amp and --channels-last on a CPU

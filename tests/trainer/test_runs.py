@@ -5,11 +5,14 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.support import trainer_procs
 from trainer import checkpoint
 from trainer.model import Net
+
+pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
 
 ARGS = ["--dataset", "digits", "--epochs", "6", "--threads", "1", "--seed", "3"]
 

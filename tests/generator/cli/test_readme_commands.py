@@ -3,12 +3,16 @@ tests/ and charts/): each exits 0 and writes the files it names."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
-from tests.support import ROOT
+import pytest
+
+from tests.support import ROOT, samples
 
 README = (ROOT / "README.md").read_text()
 
@@ -41,6 +45,7 @@ def test_the_readmes_generator_examples_run_as_written(tmp_path):
     assert [(r["file"], r["valid"]) for r in report] == [("bert.yaml", True), ("tencent.yaml", True)]
 
 
+@pytest.mark.trains
 def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
     section = README.split("### Kubeflow Trainer v2", 1)[1]
     block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
@@ -54,3 +59,38 @@ def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
     assert all(re.search(rf"^node-0-{i}\s+Succeeded", proc.stderr, re.M) for i in (0, 1))  # the summary table
     metrics = json.loads((tmp_path / "runs/digits-v2/digits-v2-output/metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["final_accuracy"] >= 0.9
+
+
+@pytest.mark.trains
+def test_make_demo_prints_the_readmes_sample(tmp_path):
+    """`make demo` as a fresh clone runs it (in a scratch folder, with this interpreter for the
+    venv's, which the test environment already is): its output is the README's sample, where the
+    sample does not say `...`."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("`make` is not on PATH: the README's `make demo` sample cannot be run")
+    for name in ("charts", "pyproject.toml", "constraints.txt"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    proc = subprocess.run([make, "--no-print-directory", "-f", str(ROOT / "Makefile"), "demo", f"PY={sys.executable}",
+                           "STAMP="], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=280, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout
+    sample = samples.block_after(README, "$ make demo")
+    assert samples.mismatch(sample, proc.stdout) == "", proc.stdout
+    # What the sample abridges is still there, as it says: eight epochs, and a trained model.
+    metrics = json.loads((tmp_path / "runs/demo/demo-output/metrics.json").read_text())
+    assert len(metrics["epoch_accuracies"]) == 8 and metrics["final_accuracy"] >= 0.95
+    assert f"test accuracy {metrics['final_accuracy']:.4f}," in proc.stdout
+
+
+def test_the_readmes_diagnose_sample_is_what_diagnose_prints():
+    """The sample is a job recorded on `generator cluster up` asking for more GPUs than the node has
+    (tests/generator/diagnose/recorded/): diagnosed from that recording, it prints the sample."""
+    block = samples.block_after(README, "### Why is my job not running", fence="console")
+    command, *sample = block.splitlines()
+    assert command == "$ python -m generator diagnose bert"
+    recorded = ROOT / "tests/generator/diagnose/recorded/insufficient-gpus.yaml"
+    proc = subprocess.run([sys.executable, "-m", "generator", "diagnose", "bert", "--from", str(recorded)],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 1, proc.stderr  # findings
+    assert samples.mismatch("\n".join(sample), proc.stdout) == "", proc.stdout

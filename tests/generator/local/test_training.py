@@ -6,10 +6,14 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
 from generator import helm, paths
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
+
+pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
 
 DIGITS_TRAIN = 1437
 
