@@ -14,6 +14,9 @@ settings.register_profile("ci", derandomize=True, database=None, max_examples=60
 settings.register_profile("explore", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Every test but e2e's: whatever processes it started are killed when it ends, a timeout included.
+from tests.support.leftovers import no_process_outlives_its_test  # noqa: E402, F401
+
 
 def pytest_collection_modifyitems(items):
     """The longest tests (real training) first: test workers running side by side then finish

@@ -408,13 +408,23 @@ def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(clust
 def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
     _pod(cluster, "crasher", {"restartPolicy": "OnFailure", "containers": [{
         "name": "sh", "image": "busybox", "command": ["sh", "-c", "echo run; exit 3"]}]})
+    # The first restart comes at once; the second after 10 s and the third after 20 s, each back-off
+    # named in the waiting state while it lasts (the delays themselves: test_kubelet_backoff.py).
+    said: dict[int, set[str]] = {}  # restartCount -> the back-offs its waiting states named
+
+    def second_back_off():
+        statuses = cluster.core().read_namespaced_pod("crasher", "default").status.container_statuses
+        waiting = statuses and statuses[0].state.waiting
+        if not waiting or waiting.reason != "CrashLoopBackOff":
+            return None
+        said.setdefault(statuses[0].restart_count, set()).add(waiting.message.partition(" restarting")[0])
+        assert " restarting failed container=sh pod=crasher_default(" in waiting.message, waiting.message
+        return statuses[0] if statuses[0].restart_count >= 2 else None
+
     try:
-        status = wait_for(lambda: (lambda s: s and s[0].restart_count >= 2 and s[0])(
-            cluster.core().read_namespaced_pod("crasher", "default").status.container_statuses), 90, "two restarts")
+        status = wait_for(second_back_off, 90, "the second back-off")
+        assert said == {1: {"back-off 10s"}, 2: {"back-off 20s"}}, said
         assert status.last_state.terminated.exit_code == 3 and status.last_state.terminated.reason == "Error"
-        waiting = wait_for(lambda: cluster.core().read_namespaced_pod("crasher", "default").status.container_statuses[0]
-                           .state.waiting, 30, "the back-off")
-        assert waiting.reason == "CrashLoopBackOff" and "back-off" in waiting.message
         assert log_of(cluster, "crasher", previous=True) == "run\n"
         assert any(e.reason == "BackOff" for e in events(cluster, "crasher"))
     finally:

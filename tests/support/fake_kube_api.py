@@ -163,6 +163,30 @@ class FakeKubeAPI:
             status["restartCount"] += 1
             self._bump(self.pods[(ns, pod)])
 
+    def give_up(self) -> None:
+        """What a test that cannot go on does: every job and pod ends Failed and every log closes,
+        so a command following them (`wait`, `logs --follow`) returns instead of waiting for ever."""
+        with self.lock:
+            for (ns, name), job in list(self.jobs.items()):
+                if not any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                           for c in (job.get("status") or {}).get("conditions", [])):
+                    self.set_condition(ns, name, "Failed", reason="TestGaveUp", message="the test gave up")
+            for (ns, name) in list(self.pods):
+                self.update_pod(ns, name, "Failed", {"terminated": {"exitCode": 1, "reason": "Error"}})
+            for entry in self.logs.values():
+                entry["open"] = False
+            self.lock.notify_all()
+
+    def wait_for_request(self, method: str, part: str, after: int = 0, timeout: float = 20) -> None:
+        """Until a `method` request whose path holds `part` has come in, past the first `after`
+        requests: a test acts once the client has asked, instead of after a fixed sleep."""
+        end = time.monotonic() + timeout
+        with self.lock:
+            while not any(m == method and part in path for m, path in self.requests[after:]):
+                left = end - time.monotonic()
+                assert left > 0, f"no {method} {part} request in {timeout:g}s; the last ones: {self.requests[-5:]}"
+                self.lock.wait(left)
+
     def close_log(self, ns: str, pod: str) -> None:
         with self.lock:
             self.logs[(ns, pod)]["open"] = False
@@ -231,7 +255,9 @@ class FakeKubeAPI:
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
-        self.requests.append((method, h.path))
+        with self.lock:
+            self.requests.append((method, h.path))
+            self.lock.notify_all()
         if h.headers.get("Authorization") != f"Bearer {TOKEN}":
             return self._status(h, 401, "Unauthorized", "Unauthorized")
         if match := JOBS.match(url.path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from generator.local.plan import free_port  # noqa: F401 (re-exported for the trainer tests)
@@ -32,13 +33,15 @@ def trainer(args: list[str], env: dict, **popen) -> subprocess.Popen:
 
 
 def run_operator_job(world: int, args: list[str], timeout: float = 240) -> list[tuple[int, str]]:
-    """One process per pod, as the operator launches them; (exit code, output) per rank."""
+    """One process per pod, as the operator launches them; (exit code, output) per rank. The job
+    as a whole gets `timeout` seconds, not each rank in turn."""
     port = free_port()
     procs = [trainer(args, operator_env(rank, world, port)) for rank in range(world)]
+    end = time.monotonic() + timeout
     results = []
     try:
         for proc in procs:
-            out, _ = proc.communicate(timeout=timeout)
+            out, _ = proc.communicate(timeout=max(1.0, end - time.monotonic()))
             results.append((proc.returncode, out))
     finally:
         for proc in procs:

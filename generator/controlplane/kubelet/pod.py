@@ -51,6 +51,7 @@ class Container:
     state: dict = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
     last: dict = field(default_factory=dict)
     next_start: float = 0.0
+    since: float = 0.0  # when its current run started, on the worker's clock
     delay: float = 0.0
     done: bool = False  # exited and will not start again
     image_ok: bool = False
@@ -84,6 +85,9 @@ class Container:
 
 class PodWorker(threading.Thread):
     """Runs one pod. `update()` hands it each newer copy of the pod from the watch."""
+
+    # What back-off, probes and refreshes are timed by; a test gives a worker a clock of its own.
+    clock = staticmethod(time.monotonic)
 
     def __init__(self, kubelet, pod: dict):
         meta = pod["metadata"]
@@ -192,10 +196,10 @@ class PodWorker(threading.Thread):
                 self.kubelet.event(self.pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
                 self.stopping.wait(2)
                 return
-            self.sandbox, self.refreshed = True, time.monotonic()
-        elif time.monotonic() - self.refreshed > REFRESH_SECONDS:
+            self.sandbox, self.refreshed = True, self.clock()
+        elif self.clock() - self.refreshed > REFRESH_SECONDS:
             self.volumes.refresh()
-            self.refreshed = time.monotonic()
+            self.refreshed = self.clock()
         for c in self.init:
             if c.done and c.state.get("terminated", {}).get("exitCode") == 0:
                 continue
@@ -220,13 +224,13 @@ class PodWorker(threading.Thread):
             if code is None:
                 return
             self._exited(c, code)
-        if c.done or time.monotonic() < c.next_start:
+        if c.done or self.clock() < c.next_start:
             return
         self._start(c)
 
     def _exited(self, c: Container, code: int) -> None:
         c.proc.reap()
-        ran = time.monotonic() - c.proc.started
+        ran = self.clock() - c.since
         self._terminated(c, code)
         policy = self.restart_policy
         restart = (code != 0 and policy != "Never") if c.init else (policy == "Always" or (policy == "OnFailure" and code != 0))
@@ -239,7 +243,7 @@ class PodWorker(threading.Thread):
             return
         # The first restart comes at once; each crash after it waits twice as long, up to five minutes.
         c.delay = backoff(c.delay, c.restarts, ran)
-        c.next_start = time.monotonic() + c.delay
+        c.next_start = self.clock() + c.delay
         if c.delay:
             c.last, c.state = c.state, {"waiting": {"reason": "CrashLoopBackOff", "message":
                                                     f"back-off {c.delay:g}s restarting failed container={c.name} "
@@ -257,7 +261,7 @@ class PodWorker(threading.Thread):
             if first:
                 self.kubelet.event(self.pod, "Warning", "Failed", f'Failed to pull image "{c.spec.get("image")}": {exc}')
                 self.kubelet.event(self.pod, "Warning", "Failed", "Error: ErrImagePull")
-            c.next_start = time.monotonic() + BACKOFF_START
+            c.next_start = self.clock() + BACKOFF_START
             return
         if not c.image_ok:
             c.image_ok = True
@@ -269,7 +273,7 @@ class PodWorker(threading.Thread):
         except ConfigError as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
-            c.next_start = time.monotonic() + REFRESH_SECONDS
+            c.next_start = self.clock() + REFRESH_SECONDS
             return
         if restarting:
             c.restarts += 1
@@ -288,13 +292,13 @@ class PodWorker(threading.Thread):
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
-            c.next_start = time.monotonic() + BACKOFF_START
+            c.next_start = self.clock() + BACKOFF_START
             return
-        c.log = log
+        c.log, c.since = log, self.clock()
         c.state = {"running": {"startedAt": now()}}
         for probe in (c.readiness, c.liveness):
             if probe:
-                probe.due = time.monotonic() + probe.spec.get("initialDelaySeconds", 0)
+                probe.due = self.clock() + probe.spec.get("initialDelaySeconds", 0)
                 probe.ok, probe.successes, probe.failures = False, 0, 0
         self.kubelet.event(self.pod, "Normal", "Created", f"Created container: {c.name}")
         self.kubelet.event(self.pod, "Normal", "Started", f"Started container {c.name}")
@@ -302,9 +306,9 @@ class PodWorker(threading.Thread):
     # --- probes ----------------------------------------------------------------------------
     def _probe(self, c: Container) -> None:
         for kind, probe in (("Readiness", c.readiness), ("Liveness", c.liveness)):
-            if probe is None or time.monotonic() < probe.due:
+            if probe is None or self.clock() < probe.due:
                 continue
-            probe.due = time.monotonic() + probe.spec.get("periodSeconds", 10)
+            probe.due = self.clock() + probe.spec.get("periodSeconds", 10)
             ok, why = self._check(c, probe.spec)
             if ok:
                 probe.successes, probe.failures = probe.successes + 1, 0

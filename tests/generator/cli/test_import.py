@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from generator.job import importer
-from tests.support import MANIFESTS, our_manifests, upstream_examples
+from tests.support import MANIFESTS, our_manifests, trainjobs, upstream_examples
 from tests.support.cli_helpers import run
 
 OURS = sorted(MANIFESTS.glob("*.yaml"))
@@ -170,9 +170,7 @@ def test_a_trainjob_imports_to_values_that_render_it_back(tmp_path, scenario):
 
 
 def test_a_trainjob_whose_runtime_is_missing_or_foreign_is_refused(tmp_path):
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "t"},
-           "spec": {"runtimeRef": {"name": "t", "kind": "TrainingRuntime"},
-                    "trainer": {"image": "ghcr.io/pytorchjob-kit/trainer:0.1.0", "numNodes": 2}}}
+    job = trainjobs.trainjob("t", {"image": trainjobs.IMAGE, "numNodes": 2}, {"name": "t", "kind": "TrainingRuntime"})
     manifest = tmp_path / "t.yaml"
     manifest.write_text(yaml.safe_dump(job))
     code, _, err = run("import", str(manifest))

@@ -4,13 +4,11 @@ that finish or fail and pods with logs (they need a node), an API without the CR
 refusal that passes our own checks, and kubeconfig faults. Everything else runs against a real
 control plane in tests/e2e/test_cluster_commands.py."""
 import json
-import threading
-import time
 
 import pytest
 
 from tests.support import MANIFESTS
-from tests.support.cli_helpers import run
+from tests.support.cli_helpers import run, run_beside
 from tests.support.fake_kube_api import FakeKubeAPI, now
 
 NS = "ml"
@@ -21,12 +19,6 @@ def values_file(tmp_path):
     path = tmp_path / "values.yaml"
     path.write_text("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\n")
     return str(path)
-
-
-def later(seconds, fn, *args, **kwargs):
-    timer = threading.Timer(seconds, fn, args, kwargs)
-    timer.start()
-    return timer
 
 
 def test_submitting_over_a_finished_job_says_so_and_replace_recreates_it(api, values_file):
@@ -54,9 +46,14 @@ def test_submit_a_manifest_and_wait_for_it(api, tmp_path):
     manifest = tmp_path / "job.yaml"
     manifest.write_text((MANIFESTS / "vsphere-cpu.yaml").read_text())
     ns = "kubeflow-user"  # the manifest's own
-    later(0.5, api.set_condition, ns, "pytorch-mnist-cpu", "Running")
-    later(1.0, api.set_condition, ns, "pytorch-mnist-cpu", "Succeeded")
-    code, out, err = run("submit", str(manifest), "--wait", "--timeout", "20")
+
+    def operator(printed):
+        printed.wait_for("pytorchjob pytorch-mnist-cpu created")
+        api.set_condition(ns, "pytorch-mnist-cpu", "Running")
+        printed.wait_for("pytorch-mnist-cpu: Running")
+        api.set_condition(ns, "pytorch-mnist-cpu", "Succeeded")
+
+    code, out, err = run_beside(operator, "submit", str(manifest), "--wait", "--timeout", "20", abort=api.give_up)
     assert code == 0, err
     assert "pytorchjob pytorch-mnist-cpu created" in out and "pytorchjob pytorch-mnist-cpu succeeded" in out
     assert "pytorch-mnist-cpu: Running" in err
@@ -127,23 +124,19 @@ def test_logs_follow_waits_through_pending_and_restarts(api, values_file):
     assert run("submit", values_file)[0] == 0
     pod = api.add_pod(NS, "mnist", "Master", 0, phase="Pending", waiting="ContainerCreating")
 
-    def operator():
-        time.sleep(1.0)
+    def operator(printed):
+        printed.wait_for("master-0 | waiting: ContainerCreating")
         api.update_pod(NS, pod, "Running", {"running": {"startedAt": now()}})
         api.log(NS, pod, "epoch 1")
-        end = time.monotonic() + 10  # the user is attached before the container dies
-        while not any("/log" in p and "follow=true" in p for _, p in api.requests) and time.monotonic() < end:
-            time.sleep(0.05)
-        time.sleep(0.3)
+        printed.wait_for("master-0 | epoch 1")  # the user is attached before the container dies
         api.restart_container(NS, pod)  # the container dies and the kubelet restarts it
-        time.sleep(1.5)
+        printed.wait_for("master-0 | container restarted (restart 1)")
         api.log(NS, pod, "resumed at epoch 2")
         api.update_pod(NS, pod, "Succeeded", {"terminated": {"exitCode": 0, "reason": "Completed"}})
         api.set_condition(NS, "mnist", "Succeeded")
         api.close_log(NS, pod)
 
-    later(0.1, operator)
-    code, out, err = run("logs", "mnist", "--follow")
+    code, out, err = run_beside(operator, "logs", "mnist", "--follow", abort=api.give_up)
     assert code == 0
     assert "master-0 | waiting: ContainerCreating" in err
     assert "master-0 | container restarted (restart 1)" in err, (out, err)
@@ -152,14 +145,22 @@ def test_logs_follow_waits_through_pending_and_restarts(api, values_file):
 
 def test_wait_exit_codes(api, values_file):
     assert run("submit", values_file)[0] == 0
-    later(0.5, api.set_condition, NS, "mnist", "Running")
-    code, out, _ = run("wait", "mnist", "--for", "Running", "--timeout", "20")
+
+    def operator(since: int, *condition, **details):
+        """Once `wait` watches the job, the operator writes `condition`."""
+        def act(printed):
+            api.wait_for_request("GET", "watch=true", after=since)
+            api.set_condition(NS, "mnist", *condition, **details)
+        return act
+
+    watching = operator(len(api.requests), "Running")
+    code, out, _ = run_beside(watching, "wait", "mnist", "--for", "Running", "--timeout", "20", abort=api.give_up)
     assert (code, out) == (0, "pytorchjob mnist running\n")
     code, _, err = run("wait", "mnist", "--for", "Succeeded", "--timeout", "1")
     assert code == 2 and "timed out waiting for Succeeded" in err
     worker = api.add_pod(NS, "mnist", "Worker", 1, phase="Failed", exit_code=137)
-    later(0.3, api.set_condition, NS, "mnist", "Failed", reason="PyTorchJobFailed", message="worker failed")
-    code, _, err = run("wait", "mnist", "--timeout", "20")
+    failing = operator(len(api.requests), "Failed", reason="PyTorchJobFailed", message="worker failed")
+    code, _, err = run_beside(failing, "wait", "mnist", "--timeout", "20", abort=api.give_up)
     assert code == 1
     assert "ended Failed, not Succeeded: PyTorchJobFailed: worker failed" in err
     assert f"first failed pod: {worker} (container pytorch exited 137: Error)" in err
@@ -248,10 +249,14 @@ def test_logs_follow_tells_why_a_job_has_not_started(api, values_file, monkeypat
     monkeypatch.setattr(hint, "STUCK_SECONDS", 0.0)
     assert run("submit", values_file)[0] == 0
     api.add_pod(NS, "mnist", "Master", 0, phase="Pending", waiting="ErrImagePull")
-    later(2.0, api.set_condition, NS, "mnist", "Failed")  # ends the follow
-    later(2.0, api.update_pod, NS, "mnist-master-0", "Failed", {"terminated": {"exitCode": 1, "reason": "Error"}})
-    later(2.5, api.close_log, NS, "mnist-master-0")
-    code, _, err = run("logs", "mnist", "--follow")
+
+    def operator(printed):
+        printed.wait_for("error: Pod/mnist-master-0: ErrImagePull")  # told; now the job ends the follow
+        api.set_condition(NS, "mnist", "Failed")
+        api.update_pod(NS, "mnist-master-0", "Failed", {"terminated": {"exitCode": 1, "reason": "Error"}})
+        api.close_log(NS, "mnist-master-0")
+
+    code, _, err = run_beside(operator, "logs", "mnist", "--follow", abort=api.give_up)
     assert code == 0
     assert "pytorchjob mnist has not started running after 0s; `diagnose mnist` says:" in err
     assert "error: Pod/mnist-master-0: ErrImagePull" in err
@@ -265,6 +270,10 @@ def test_logs_follow_stops_on_a_refusal_instead_of_retrying_in_silence(api, valu
     assert code == 1 and 'cannot list resource "pods"' in err
     api.forbidden.clear()
     api.forbidden.add(("get", "pods"))
-    later(2.0, api.set_condition, NS, "mnist", "Succeeded")
-    code, _, err = run("logs", "mnist", "--follow")
+
+    def operator(printed):
+        printed.wait_for("master-0 | stopped following:")
+        api.set_condition(NS, "mnist", "Succeeded")
+
+    code, _, err = run_beside(operator, "logs", "mnist", "--follow", abort=api.give_up)
     assert code == 0 and "master-0 | stopped following:" in err and 'cannot get resource "pods"' in err

@@ -6,30 +6,27 @@ from __future__ import annotations
 from generator.diagnose import report, rules
 from generator.diagnose.snapshot import Snapshot
 from tests.generator.diagnose.test_rules import only
+from tests.support import trainjobs
+from tests.support.trainjobs import IMAGE
 
 NOW = "2026-11-23T10:30:00Z"
-IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
 
 
 def trainjob(name="mnist", conditions=(), jobs_status=None, suspend=None, env=None, runtime="mnist") -> dict:
-    spec = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": runtime},
-            "trainer": {"numNodes": 2, "image": IMAGE, "env": env or []}}
-    if suspend is not None:
-        spec["suspend"] = suspend
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": name, "namespace": "ml", "uid": "tj-uid", "creationTimestamp": "2026-11-23T10:00:00Z"},
-            "spec": spec,
-            "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": m} for t, r, m in conditions],
-                       "jobsStatus": jobs_status or []}}
+    job = trainjobs.trainjob(name, {"numNodes": 2, "image": IMAGE, "env": env or []},
+                             {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": runtime},
+                             {"namespace": "ml", "uid": "tj-uid", "creationTimestamp": "2026-11-23T10:00:00Z"},
+                             **({} if suspend is None else {"suspend": suspend}))
+    job["status"] = {"conditions": [{"type": t, "status": "True", "reason": r, "message": m} for t, r, m in conditions],
+                     "jobsStatus": jobs_status or []}
+    return job
 
 
 def training_runtime(volumes=None) -> dict:
     pod_spec = {"containers": [{"name": "node", "image": IMAGE,
                                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}}],
                 "volumes": volumes or []}
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "mnist"},
-            "spec": {"mlPolicy": {"numNodes": 2, "torch": {}}, "template": {"spec": {"replicatedJobs": [
-                {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}}}}
+    return trainjobs.training_runtime("mnist", pod_spec, nodes=2)
 
 
 def node_pod(index, phase="Running", statuses=None, conditions=None) -> dict:

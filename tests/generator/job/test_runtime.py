@@ -6,23 +6,16 @@ import pytest
 from generator import helm, paths
 from generator.errors import UserError
 from generator.job import runtime
-
-IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
+from tests.support import trainjobs
+from tests.support.trainjobs import IMAGE
 
 
 def trainjob(name="tj", ref=None, **trainer) -> dict:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
-            "spec": {"runtimeRef": ref or {"name": "torch-distributed"},
-                     "trainer": {"image": IMAGE, "command": ["torchrun", "--module", "trainer"], **trainer}}}
+    return trainjobs.trainjob(name, {"image": IMAGE, "command": ["torchrun", "--module", "trainer"], **trainer}, ref)
 
 
 def training_runtime(name="tj", pod_spec=None, job_spec=None, failure_policy=None) -> dict:
-    jobset = {"replicatedJobs": [{"name": "node", "template": {"spec": {**(job_spec or {}), "template": {
-        "spec": pod_spec or {"containers": [{"name": "node"}]}}}}}]}
-    if failure_policy:
-        jobset["failurePolicy"] = failure_policy
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": name},
-            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": jobset}}}
+    return trainjobs.training_runtime(name, pod_spec, job_spec, failure_policy)
 
 
 def findings(objects) -> dict[str, str]:

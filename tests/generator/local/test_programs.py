@@ -1,11 +1,13 @@
 """Which images run on this machine (the process node and `generator run`), and how the rest are refused."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import yaml
 
-from generator import paths
 from generator.local import programs
+from tests.support import scenarios
 
 
 @pytest.mark.parametrize(("image", "repository"), [
@@ -21,13 +23,73 @@ def test_repository_drops_tag_digest_and_docker_hubs_prefixes(image, repository)
     assert programs.repository(image) == repository
 
 
-def test_the_known_images_are_the_charts_own():
-    job = yaml.safe_load((paths.JOB_CHART / "values.yaml").read_text())
-    operator = yaml.safe_load((paths.OPERATOR_CHART / "values.yaml").read_text())
-    assert programs.of("trainer").repository == job["image"]["repository"]
-    assert programs.of("operator").repository == operator["image"]["repository"]
-    assert programs.of("init").repository == programs.repository(operator["pytorchInitContainerImage"])
-    assert programs.resolve("ghcr.io/pytorchjob-kit/trainer:any-tag").entrypoint == ("python", "-m", "trainer")
+# What runs each image a chart renders: the job chart's pods and TrainJobs are the trainer, the
+# operator chart's Deployment the operator, its `helm test` Pod the test image, and the init
+# container image it passes the operator (which puts it into Worker pods) a shell. The charts' own
+# images run as they are; a mirror named in the values is refused with the `--image` mapping
+# that runs it, and runs with that mapping.
+ROLE = {"PyTorchJob": "trainer", "TrainJob": "trainer", "TrainingRuntime": "trainer", "Deployment": "operator",
+        "Pod": "test"}
+INIT_FLAG = "--pytorch-init-container-image="
+
+
+def rendered_images(chart: str, name: str) -> list[tuple[str, str, str]]:
+    """(object, image, the role that runs it) for every image the scenario renders."""
+    found = []
+
+    def walk(node, obj: str, role: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "image" and isinstance(value, str):
+                    assert role, f"{obj} renders image {value}, and no role here says what runs it"
+                    found.append((obj, value, role))
+                walk(value, obj, role)
+        elif isinstance(node, list):
+            for item in node:
+                if isinstance(item, str) and item.startswith(INIT_FLAG):
+                    found.append((obj, item.removeprefix(INIT_FLAG), "init"))
+                walk(item, obj, role)
+
+    for o in scenarios.render_objects(chart, name):
+        walk(o, f"{o['kind']}/{o['metadata']['name']}", ROLE.get(o["kind"], ""))
+    return found
+
+
+def unbuilt(known: programs.Program, message: str) -> bool:
+    """Whether `message` refuses the operator's image only because its binary is not built yet
+    (`cluster build` makes it; a machine without Go never has it)."""
+    if known.binary is None or "which is not built" not in message:
+        return False
+    assert "run `python -m generator cluster build`" in message
+    return True
+
+
+@pytest.mark.parametrize(("chart", "name"), scenarios.all_cases())
+def test_every_image_a_chart_renders_runs_here_or_is_refused_with_the_mapping_that_runs_it(chart, name):
+    images = rendered_images(chart, name)
+    assert images, "the scenario renders no image"
+    named = yaml.safe_dump(scenarios.values(chart, name))  # a mirror is named in the values; the rest are the charts' own
+    for obj, image, role in images:
+        known = programs.of(role)
+        repository = programs.repository(image)
+        try:
+            program = programs.resolve(image)
+        except programs.ImagePullError as refused:
+            message = str(refused)
+            if not unbuilt(known, message):
+                assert repository in named, f"{obj}: the chart's own image {image} is refused: {message}"
+                assert message.startswith(f'image "{image}" cannot run on this machine'), (obj, message)
+                assert f"`--image {repository}=<one of them>`" in message and known.repository in message, (obj, message)
+            try:
+                program = programs.resolve(image, {repository: known.repository})  # the mapping the hint offers
+            except programs.ImagePullError as still:
+                assert unbuilt(known, str(still)), (obj, str(still))
+                continue
+        assert program.role == role, f"{obj}: {image} runs as the {program.role} image, not the {role}"
+        if role == "trainer":  # what `generator run` and the node start for it
+            assert program.entrypoint == ("python", "-m", "trainer") and program.mode == programs.HOST
+        elif program.binary is None:
+            assert shutil.which(program.entrypoint[0]), f"{obj}: {image} runs {program.entrypoint[0]}, absent here"
 
 
 def test_an_unknown_image_is_refused_naming_what_runs_and_the_way_out():

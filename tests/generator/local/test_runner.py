@@ -1,7 +1,6 @@
 """`python -m generator run`: the operator's contract and semantics on this machine."""
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,12 +15,6 @@ from tests.support.cli_helpers import run
 PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
              "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
              "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
-
-
-@pytest.fixture(autouse=True)
-def _run_in_tmp(tmp_path, monkeypatch):
-    """runs/<job>/ lands in the test's folder, not in the checkout."""
-    monkeypatch.chdir(tmp_path)
 
 
 def env_lines(stdout: str) -> dict:
@@ -194,13 +187,10 @@ def test_stop_reaches_the_trainer_under_a_shell(tmp_path):
     body, marker = local_jobs.job("shell", "pass")
     container = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     container["command"] = ["sh", "-c", f"{sys.executable} -c \"{inner}\"; echo after"]
-    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.rstrip().endswith("| up"):
-            break
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), cwd=tmp_path)
+    runner.wait_for("| up")
+    runner.proc.send_signal(signal.SIGINT)
+    runner.finish()
     assert got.read_text() == "yes"
     assert local_jobs.alive(marker) == []
 
@@ -208,16 +198,11 @@ def test_stop_reaches_the_trainer_under_a_shell(tmp_path):
 def test_sigint_stops_every_replica_and_leaves_no_orphans(tmp_path):
     sleeper = "import time, sys; print('up', flush=True); time.sleep(120)"
     body, marker = local_jobs.job("interrupt", sleeper, sleeper, workers=2)
-    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = 0
-    for line in proc.stdout:
-        seen += line.rstrip().endswith("| up")
-        if seen == 3:
-            break
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "stopped by SIGINT" in err and "Traceback" not in err
+    runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), cwd=tmp_path)
+    runner.wait_for("| up", count=3)
+    runner.proc.send_signal(signal.SIGINT)
+    code, _, err = runner.finish()
+    assert code == 130 and "stopped by SIGINT" in err and "Traceback" not in err
     assert "Ctrl-C again kills them now" in err
     assert local_jobs.alive(marker) == []
 
@@ -226,18 +211,15 @@ def test_a_second_ctrl_c_kills_replicas_that_ignore_sigterm(tmp_path):
     stubborn = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
                 "time.sleep(120)")
     body, marker = local_jobs.job("stubborn", stubborn)
-    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", local_jobs.write(tmp_path, body)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.rstrip().endswith("| up"):
-            break
+    runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), cwd=tmp_path)
+    runner.wait_for("| up")
     started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    runner.proc.send_signal(signal.SIGINT)
+    runner.wait_for("Ctrl-C again kills them now)", stderr=True)  # the first is being handled
+    runner.proc.send_signal(signal.SIGINT)
+    code, _, err = runner.finish()
     assert time.monotonic() - started < 8  # not the 10 s grace period
-    assert proc.returncode == 130 and "killing the replicas now" in err
+    assert code == 130 and "killing the replicas now" in err
     assert local_jobs.alive(marker) == []
 
 

@@ -74,15 +74,19 @@ def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_o
 def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_the_set(tmp_path):
     """The same values as a TrainJob: torchrun in every node with only the PET_* variables, and a
     node killed mid-run fails its Job (backoffLimit 0), so every node starts again and resumes."""
-    reference = _plan(tmp_path, "reference")
-    assert local_run.Runner(reference, out=Sink()).run().succeeded
-
     values = {"target": "v2", "job": {"name": "nodes"}, "topology": {"workers": 2},
               "output": {"enabled": True, "mountOn": "all", "accessModes": ["ReadWriteMany"]},
               "runPolicy": {"backoffLimit": 1},
               "args": ["--dataset=digits", "--epochs=6", "--threads=1", "--seed=5"]}
-    plan = local_plan.plan_trainjob(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes")
-    assert all("RANK" not in r.env and "PET_NODE_RANK" in r.env for r in plan.replicas)
+
+    def nodes():
+        return local_jobs.check_ranks(local_plan.plan_trainjob(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes"))
+
+    assert all("RANK" not in r.env for r in nodes().replicas)  # the launch checked before the reference run
+    reference = _plan(tmp_path, "reference")
+    assert local_run.Runner(reference, out=Sink()).run().succeeded
+
+    plan = nodes()  # planned now: its free port is picked just before it runs
     sink = Sink()
     runner = local_run.Runner(plan, out=sink)
 

@@ -3,24 +3,19 @@ variables, success when every node succeeds, and JobSet's restarts of the whole 
 import json
 import re
 import sys
+import uuid
 
-import pytest
 import yaml
 
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
-from tests.support import local_jobs
+from tests.support import local_jobs, trainjobs
 from tests.support.cli_helpers import run
+from tests.support.trainjobs import IMAGE
 
-IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
 # Each life of a node appends to a file of its own, so a test can script what each life does.
 LIFE = ("import os, pathlib, sys, time; p = pathlib.Path(os.environ['LIVES']) / os.environ['PET_NODE_RANK']; "
         "n = len(p.read_text()) if p.exists() else 0; p.write_text('x' * (n + 1)); rank = os.environ['PET_NODE_RANK']; ")
-
-
-@pytest.fixture(autouse=True)
-def _run_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
 
 
 Sink = local_jobs.Sink
@@ -91,25 +86,29 @@ def test_within_the_node_jobs_backoff_limit_only_the_failed_node_starts_again(tm
         assert (lives(tmp_path / restart, 0), lives(tmp_path / restart, 1)) == (1, 2)
 
 
-def trainjob_file(tmp_path, command: list[str], nodes: int = 2) -> str:
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "envs"},
-           "spec": {"runtimeRef": {"name": "torch-distributed"},
-                    "trainer": {"image": IMAGE, "command": command, "numNodes": nodes,
-                                "env": [{"name": local_jobs.MARKER, "value": "envs"}]}}}
+def trainjob_file(tmp_path, command: list[str], nodes: int = 2) -> tuple[str, str]:
+    """The TrainJob's file and its marker. Its activeDeadlineSeconds ends a run that hangs (nodes
+    waiting in torchrun's rendezvous) as a failed job, long before the suite's timeout."""
+    marker = uuid.uuid4().hex
+    job = trainjobs.trainjob("envs", {"image": IMAGE, "command": command, "numNodes": nodes,
+                                      "env": [{"name": local_jobs.MARKER, "value": marker}]}, activeDeadlineSeconds=90)
     path = tmp_path / "trainjob.yaml"
     path.write_text(yaml.safe_dump(job))
-    return str(path)
+    return str(path), marker
 
 
 def test_nodes_get_only_the_pet_variables_and_torchrun_gives_the_ranks(tmp_path):
     show = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', "
             "'PET_NODE_RANK', 'PET_NNODES', 'JOB_COMPLETION_INDEX')}))")
-    path = trainjob_file(tmp_path, ["torchrun", "--no-python", sys.executable, "-c", show])
+    path, marker = trainjob_file(tmp_path, ["torchrun", "--no-python", sys.executable, "-c", show])
     code, out, err = run("run", path, "--dry-run")
     assert code == 0, err
     env_lines = [line for line in out.splitlines() if line.startswith("    env: ")]
     assert len(env_lines) == 2 and all("PET_NNODES=2" in line for line in env_lines)
     assert not any(re.search(r"\s(RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)=", line) for line in env_lines)
+    # Each node its own rank, checked before torchrun meets them: two alike would wait in its rendezvous.
+    ranks = [re.search(r"\sPET_NODE_RANK=(\S+)", line) for line in env_lines]
+    assert [m and m.group(1) for m in ranks] == ["0", "1"], env_lines
 
     code, out, err = run("run", path)
     assert code == 0, err
@@ -121,11 +120,11 @@ def test_nodes_get_only_the_pet_variables_and_torchrun_gives_the_ranks(tmp_path)
     assert seen == {f"node-0-{i}": {"RANK": str(i), "WORLD_SIZE": "2", "LOCAL_RANK": "0", "PET_NODE_RANK": str(i),
                                     "PET_NNODES": "2", "JOB_COMPLETION_INDEX": str(i)} for i in range(2)}
     assert "job succeeded: every node succeeded" in err
-    assert local_jobs.alive("envs") == []
+    assert local_jobs.alive(marker) == []
 
 
 def test_a_trainjob_that_does_not_start_through_torchrun_is_refused_before_anything_runs(tmp_path):
-    code, out, err = run("run", trainjob_file(tmp_path, ["python", "-m", "trainer"]))
+    code, out, err = run("run", trainjob_file(tmp_path, ["python", "-m", "trainer"])[0])
     assert code == 1 and out == ""
     assert ("spec.trainer.command: does not start through torchrun, and Trainer v2 sets only the PET_* variables "
             "torchrun reads") in err
