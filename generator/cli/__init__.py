@@ -139,5 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         discard_output()
-        return OUTPUT_CLOSED
+        code = OUTPUT_CLOSED
+    if code == OUTPUT_CLOSED:
+        # Nobody reads any more and the command has finished its work. Threads that followed pods
+        # may still be in a write, and the interpreter's shutdown would then abort on stdout's
+        # lock (SIGABRT instead of 141): leave without it.
+        try:
+            sys.stderr.flush()
+        except OSError:
+            pass
+        os._exit(code)
     return code

@@ -1,5 +1,5 @@
-"""The end-to-end suite: a real control plane (`generator cluster up`) per module, the real
-operator, the real webhook. Needs Go for the first build; `make e2e` runs it."""
+"""The end-to-end suite: a real control plane (`generator cluster up`), shared by the modules that
+can share one, the real operator, the real webhook. Needs Go for the first build; `make e2e` runs it."""
 from __future__ import annotations
 
 import json
@@ -85,21 +85,43 @@ def leftover_processes(cluster_dir: Path) -> list[str]:
     return out
 
 
+# The cluster the modules share, started once per test process (most tests only add jobs and pods
+# of their own names or namespaces): the operator chart with leader election on, as test_operator
+# checks, and a node offering one GPU, as test_kubelet's scheduling tests need. A module that
+# overrides operator_values or node_options gets a cluster of its own for its module alone.
+SHARED_VALUES = {"leaderElection": True}
+SHARED_NODE = ["--gpus", "1"]
+
+
 @pytest.fixture(scope="module")
 def operator_values() -> dict | None:
-    """Values for charts/pytorch-operator; a module overrides this to install it differently."""
+    """Values for charts/pytorch-operator; a module overrides this to install it differently
+    (an empty dict: the chart's defaults)."""
     return None
 
 
 @pytest.fixture(scope="module")
-def node_options() -> list[str]:
-    """`cluster up` options for the node (--cpu, --memory, --gpus); a module overrides this."""
-    return []
+def node_options() -> list[str] | None:
+    """`cluster up` options for the node (--cpu, --memory, --gpus, --no-operator); a module overrides this."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("shared"), SHARED_VALUES, SHARED_NODE)
+    try:
+        yield c
+    finally:
+        stop_cluster(c)
+        assert leftover_processes(c.dir) == [], "cluster down left processes behind"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, operator_values, node_options):
-    c = start_cluster(tmp_path_factory.mktemp("cluster"), operator_values, node_options)
+def cluster(request, tmp_path_factory, operator_values, node_options):
+    if operator_values is None and node_options is None:
+        yield request.getfixturevalue("shared_cluster")
+        return
+    c = start_cluster(tmp_path_factory.mktemp("cluster"), operator_values or None, node_options or [])
     try:
         yield c
     finally:

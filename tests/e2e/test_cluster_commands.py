@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 import yaml
 
 from tests.support import MANIFESTS
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 # The process node runs these jobs for real: a short one, on data the trainer makes offline.
@@ -101,9 +101,8 @@ def test_delete_with_the_claim_and_then_of_what_is_gone(cluster, ns, values_file
     cluster.cli("submit", values_file, "-n", ns, check=True)
     proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)
     assert proc.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
-    end = time.monotonic() + 60  # the API server finishes a deletion once the garbage collector has run
-    while _job(cluster, ns) is not None and time.monotonic() < end:
-        time.sleep(0.5)
+    # The API server finishes a deletion once the garbage collector has run.
+    wait_for(lambda: _job(cluster, ns) is None, 60, "the job's deletion to finish")
     assert _job(cluster, ns) is None
     pvc = _pvc(cluster, ns)
     assert pvc is None or pvc.metadata.deletion_timestamp  # protected until its pods are gone
@@ -259,10 +258,8 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     assert proc.stdout.splitlines() == ["trainjob mnist deleted", "trainingruntime mnist deleted",
                                         "persistentvolumeclaim mnist-output deleted"]
     core = client.CoreV1Api(api)
-    end = time.monotonic() + 120
-    while core.list_namespaced_pod(ns, label_selector="jobset.sigs.k8s.io/jobset-name=mnist").items:
-        assert time.monotonic() < end, "the TrainJob's pods outlived it"
-        time.sleep(1)
+    wait_for(lambda: not core.list_namespaced_pod(ns, label_selector="jobset.sigs.k8s.io/jobset-name=mnist").items, 120,
+             "the TrainJob's pods to go with it")
     missing = cluster.cli("status", "mnist", "-n", ns)
     assert missing.returncode == 1 and f"PyTorchJob mnist not found in namespace {ns}, nor a TrainJob" in missing.stderr
 

@@ -15,24 +15,10 @@ import pytest
 
 from generator.controlplane import network
 from tests.support import ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 DIGITS = ["--arg=--dataset=digits", "--arg=--threads=1"]
-
-
-@pytest.fixture(scope="module")
-def node_options():
-    return ["--gpus", "1"]
-
-
-def wait_for(check, timeout: float, what: str, interval: float = 0.5):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = check()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 def values(cluster, tmp_path: Path, name: str, *options: str) -> Path:
@@ -181,7 +167,8 @@ def test_generator_logs_reads_the_job_through_the_kubelet(cluster, demo):
 
 # --- a job followed while it runs ------------------------------------------------------------
 def test_status_logs_follow_and_wait_on_a_running_job(cluster, tmp_path):
-    path = values(cluster, tmp_path, "follow", "--workers", "1", *DIGITS, "--arg=--epochs=40")
+    # Long enough to be running when `wait --for Running` asks, short enough not to keep the suite waiting.
+    path = values(cluster, tmp_path, "follow", "--workers", "1", *DIGITS, "--arg=--epochs=12")
     cluster.cli("submit", str(path), "-n", "default", check=True)
     try:
         follower = subprocess.Popen([sys.executable, "-m", "generator", "logs", "follow", "-n", "default", "--follow"],
@@ -193,8 +180,8 @@ def test_status_logs_follow_and_wait_on_a_running_job(cluster, tmp_path):
         assert done.returncode == 0, done.stderr
         out, err = follower.communicate(timeout=120)  # --follow ends when the job's containers do
         assert follower.returncode == 0, err
-        assert "master-0 | epoch 40/40: test accuracy" in out
-        assert out.index("epoch 1/40") < out.index("epoch 40/40")
+        assert "master-0 | epoch 12/12: test accuracy" in out
+        assert out.index("epoch 1/12") < out.index("epoch 12/12")
     finally:
         delete_job(cluster, "follow")
 
@@ -234,7 +221,7 @@ def _local_replica(parent: int, rank: str) -> int:
 def test_a_killed_worker_ends_as_generator_run_ends_it(cluster, tmp_path, policy):
     name = f"kill-{policy.lower()}"
     path = values(cluster, tmp_path, name, "--workers", "1", "--restart-policy", policy, "--output-size", "1Gi",
-                  *DIGITS, "--arg=--epochs=30")
+                  *DIGITS, "--arg=--epochs=6")  # the kill comes in epoch 1: five more to resume into
     cluster.cli("submit", str(path), "-n", "default", check=True)
     try:
         wait_for(lambda: "epoch 1 step" in _safe_log(cluster, f"{name}-master-0"), 180, "the master to train")

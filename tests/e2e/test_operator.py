@@ -1,23 +1,18 @@
-"""The operator chart with its defaults (leader election forced on) on a real control plane,
-and what the real operator does with the jobs the generator renders."""
+"""The operator chart on the shared control plane (leader election on), and what the real
+operator does with the jobs the generator renders."""
 from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 import yaml
 
 from tests.support import scenarios
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 WEBHOOK = "validator.pytorchjob.training-operator.kubeflow.org"
-
-
-@pytest.fixture(scope="module")
-def operator_values():
-    return {"leaderElection": True}
 
 
 def _custom(cluster):
@@ -126,9 +121,7 @@ def _pods(cluster, job):
 def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submitted):
     from generator.local import plan as local_plan
 
-    end = time.monotonic() + 60
-    while len(_pods(cluster, "e2e")) < 3 and time.monotonic() < end:
-        time.sleep(0.5)
+    wait_for(lambda: len(_pods(cluster, "e2e")) >= 3, 60, "the operator to create the job's three pods")
     pods = {p.metadata.name: p for p in _pods(cluster, "e2e")}
     assert sorted(pods) == ["e2e-master-0", "e2e-worker-0", "e2e-worker-1"]
     services = {s.metadata.name: s for s in _core(cluster).list_namespaced_service("default").items}
@@ -174,20 +167,16 @@ def test_status_and_wait_show_what_the_api_server_knows(cluster, submitted):
 
 def test_delete_takes_the_pods_through_garbage_collection(cluster, submitted):
     cluster.cli("delete", "e2e", "-n", "default", check=True)
-    end = time.monotonic() + 90
-    while _pods(cluster, "e2e") and time.monotonic() < end:
-        time.sleep(0.5)
+    wait_for(lambda: not _pods(cluster, "e2e"), 90, "garbage collection to remove the job's pods")
     assert _pods(cluster, "e2e") == []
     missing = cluster.cli("status", "e2e", "-n", "default")
     assert missing.returncode == 1 and "PyTorchJob e2e not found in namespace default" in missing.stderr
 
 
 def test_the_operator_was_never_denied_by_rbac(cluster):
-    end = time.monotonic() + 60
-    while "Starting workers" not in cluster.operator_log() and time.monotonic() < end:
-        time.sleep(0.5)
+    # The log is the operator's, and its controller got going.
+    wait_for(lambda: "Starting workers" in cluster.operator_log(), 60, "the operator's controller to start its workers")
     log = cluster.operator_log()
-    assert "Starting workers" in log  # the log is the operator's, and its controller got going
     # How the API server words an RBAC refusal, wherever the operator logs one.
     denials = [line for line in log.splitlines() if re.search(r"is forbidden|cannot \w+ resource", line)]
     assert denials == []

@@ -9,12 +9,12 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 README = (ROOT / "README.md").read_text()
@@ -81,16 +81,6 @@ class Shell:
         words = shlex.split(line)
         return subprocess.run([self.tools[words[0]], *words[1:]], cwd=self.workdir, env=self.env, capture_output=True,
                               text=True, timeout=timeout)
-
-
-def wait_for(check, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = check()
-        if result:
-            return result
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
 def operator_pods(cluster) -> list:
