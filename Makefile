@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 # Every test but the end-to-end suite and the stress tier, side by side; the 10 slowest are listed at the end.
 test: venv
-	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --durations=10
+	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --dist loadgroup --durations=10
 
 # The stress tier: replicas killed under a CPU hog, in one process because the hog is the point.
 test-slow: venv

@@ -4,6 +4,7 @@ sandbox), joined to the bridge by a veth pair. Pods get their own IPs and ports,
 cluster, and the API server reaches webhooks and probes at those IPs."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import os
@@ -44,6 +45,18 @@ def check() -> None:
                            "(CAP_NET_ADMIN); run it as root, for example in a VM or a privileged container")
     if shutil.which("ip") is None:
         _ip("-V")
+
+
+@contextlib.contextmanager
+def choosing():
+    """Held by one cluster of this machine at a time from choosing its /24 to creating its bridge:
+    two clusters coming up together would otherwise both find the same /24 free."""
+    import fcntl
+
+    NETNS_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with open(NETNS_DIR.parent / "pytorchjob-kit-network.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @dataclass(frozen=True)

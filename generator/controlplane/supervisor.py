@@ -90,9 +90,10 @@ class Supervisor:
         return 0
 
     def _bring_up(self) -> None:
-        self.network = network.PodNetwork.for_cluster(self.layout.root)
-        self._save(pod_network=self.network.as_dict())
-        self.network.create()
+        with network.choosing():
+            self.network = network.PodNetwork.for_cluster(self.layout.root)
+            self._save(pod_network=self.network.as_dict())
+            self.network.create()
         address = self.network.gateway  # pods reach the API server here, and the host does too
         ca = pki.Authority(self.layout.pki)
         serving = ca.issue(f"apiserver-{address}", "kube-apiserver", server=True, ips=[*pki.API_IPS, address])

@@ -13,7 +13,9 @@ from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
 
-pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
+# Real training, started first so parallel workers end together; one worker takes the module,
+# so the uninterrupted run the tests share runs once.
+pytestmark = [pytest.mark.trains, pytest.mark.xdist_group("uninterrupted-run")]
 
 DIGITS_TRAIN = 1437
 
@@ -30,10 +32,16 @@ def _metrics(plan):
     return json.loads((folder / "metrics.json").read_text())
 
 
-def test_three_replicas_succeed_each_taking_a_third_of_the_steps(tmp_path):
-    plan = _plan(tmp_path, "three")
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The chart's 3-replica digits job run once without harm: what the killed runs must end as."""
+    plan = _plan(tmp_path_factory.mktemp("uninterrupted"), "reference")
     sink = Sink()
-    outcome = local_run.Runner(plan, out=sink).run()
+    return plan, local_run.Runner(plan, out=sink).run(), sink
+
+
+def test_three_replicas_succeed_each_taking_a_third_of_the_steps(uninterrupted):
+    plan, outcome, sink = uninterrupted
     assert outcome.succeeded, outcome.reason
     # On a failure, every replica's exit code and the run's last lines say why.
     assert [s.status for s in outcome.states] == ["Succeeded"] * 3, (
@@ -45,9 +53,9 @@ def test_three_replicas_succeed_each_taking_a_third_of_the_steps(tmp_path):
     assert m["final_accuracy"] >= 0.95
 
 
-def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_one(tmp_path):
-    reference = _plan(tmp_path, "reference")
-    assert local_run.Runner(reference, out=Sink()).run().succeeded
+def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_one(tmp_path, uninterrupted):
+    reference, done, _ = uninterrupted
+    assert done.succeeded, done.reason
 
     plan = _plan(tmp_path, "killed")
     sink = Sink()
@@ -71,7 +79,7 @@ def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_o
     assert _metrics(plan)["epoch_accuracies"] == _metrics(reference)["epoch_accuracies"]
 
 
-def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_the_set(tmp_path):
+def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_the_set(tmp_path, uninterrupted):
     """The same values as a TrainJob: torchrun in every node with only the PET_* variables, and a
     node killed mid-run fails its Job (backoffLimit 0), so every node starts again and resumes."""
     values = {"target": "v2", "job": {"name": "nodes"}, "topology": {"workers": 2},
@@ -82,9 +90,9 @@ def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_th
     def nodes():
         return local_jobs.check_ranks(local_plan.plan_trainjob(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes"))
 
-    assert all("RANK" not in r.env for r in nodes().replicas)  # the launch checked before the reference run
-    reference = _plan(tmp_path, "reference")
-    assert local_run.Runner(reference, out=Sink()).run().succeeded
+    assert all("RANK" not in r.env for r in nodes().replicas)  # the launch checked before anything runs
+    reference, done, _ = uninterrupted
+    assert done.succeeded, done.reason
 
     plan = nodes()  # planned now: its free port is picked just before it runs
     sink = Sink()
