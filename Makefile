@@ -10,6 +10,9 @@ VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/pytorchjob/Chart
 
 # Test workers for `make test`: one per core by default; TEST_JOBS=1 runs the suite in one process.
 TEST_JOBS ?= auto
+# Test workers for `make e2e`, each taking whole files and bringing up the clusters they need:
+# two clusters side by side fit a 2-core machine, as the suite mostly waits on its controllers.
+E2E_JOBS ?= 2
 
 .PHONY: venv test test-slow e2e lint golden docs demo bench image clean
 
@@ -31,10 +34,10 @@ test: venv
 test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 
-# The end-to-end suite on a real control plane; the first run builds it from Go modules.
+# The end-to-end suite on a real control plane; the first run on a machine builds it from Go modules.
 e2e: venv
 	$(PY) -m generator cluster build
-	$(PY) -m pytest -q -m e2e tests/e2e tests/charts
+	$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.
