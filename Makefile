@@ -26,9 +26,10 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-# Every test but the end-to-end suite and the stress tier, side by side; the 10 slowest are listed at the end.
+# Every test but the end-to-end suite and the stress tier, side by side, each file on one worker (so
+# a module's fixtures run once); the 10 slowest are listed at the end.
 test: venv
-	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --dist loadgroup --durations=10
+	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --dist loadfile --durations=10
 
 # The stress tier: replicas killed under a CPU hog, in one process because the hog is the point.
 test-slow: venv

@@ -13,9 +13,7 @@ from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
 
-# Real training, started first so parallel workers end together; one worker takes the module,
-# so the uninterrupted run the tests share runs once.
-pytestmark = [pytest.mark.trains, pytest.mark.xdist_group("uninterrupted-run")]
+pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
 
 DIGITS_TRAIN = 1437
 
@@ -32,6 +30,7 @@ def _metrics(plan):
     return json.loads((folder / "metrics.json").read_text())
 
 
+# `make test` hands each file whole to one worker (--dist loadfile), so this runs once.
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The chart's 3-replica digits job run once without harm: what the killed runs must end as."""
