@@ -107,9 +107,9 @@ def checkov_failures() -> tuple[set[str], list[str]]:
 
 PYTHON_TREES = ["generator", "trainer", "tests"]
 # Names only a framework calls: click's group hooks, http.server's handlers, nn.Module.forward,
-# pytest's module marks, signal handlers' fixed parameters.
+# pytest's module marks and hooks, signal handlers' fixed parameters.
 FRAMEWORK_NAMES = ["list_commands", "get_command", "format_commands", "do_*", "log_message", "protocol_version", "server_version",
-                   "daemon_threads", "forward", "pytestmark", "frame", "debug", "retries", "ignore_aliases", "indentless"]
+                   "daemon_threads", "forward", "pytestmark", "pytest_*", "frame", "debug", "retries", "ignore_aliases", "indentless"]
 
 
 def code_problems() -> list[str]:
