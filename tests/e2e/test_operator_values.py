@@ -56,3 +56,17 @@ def test_cluster_status_names_every_process_and_its_log(cluster):
     assert names["kubelet"]["log"] == str(cluster.dir / "logs" / "kubelet.log")
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), check=True)
     assert again.stdout == f"export KUBECONFIG={cluster.kubeconfig}\n"  # already up: the same cluster
+
+
+def test_cluster_up_piped_into_a_reader_that_quits_ends_quietly(cluster, tmp_path):
+    """`cluster up | head -1`, and into a pipe already closed: status 0 or 141, nothing said, and
+    the cluster still up (the pipe tests of the other commands are in tests/generator/cli/)."""
+    from tests.support.pipes import OUTPUT_CLOSED, into_a_closed_pipe, quiet, read_one_line_then_close
+
+    up = ["cluster", "up", "--dir", str(cluster.dir)]
+    code, line, err = read_one_line_then_close(up, tmp_path)
+    assert code in (0, OUTPUT_CLOSED) and quiet(err) and line == f"export KUBECONFIG={cluster.kubeconfig}\n", err
+    code, err = into_a_closed_pipe(up, tmp_path)
+    assert code == OUTPUT_CLOSED and quiet(err), err
+    report = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
+    assert report["phase"] == "ready"

@@ -9,8 +9,6 @@ closed depends on timing; into the second, its first write always meets the clos
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,56 +17,11 @@ import pytest
 
 from tests.support import MANIFESTS, ROOT
 from tests.support.cli_helpers import run
+from tests.support.pipes import OUTPUT_CLOSED, into_a_closed_pipe, quiet, read_one_line_then_close
 
 SCENARIOS = ROOT / "tests" / "scenarios" / "pytorchjob"
 RECORDED = ROOT / "tests" / "generator" / "diagnose" / "recorded" / "insufficient-gpus.yaml"
 NS = "ml"
-OUTPUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports of `cmd | head` when cmd is cut short
-COMPLAINTS = ("error", "Traceback", "Exception", "Broken pipe", "BrokenPipe")
-
-
-def launch(args: list[str], cwd: Path, stdout, stderr) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "generator", *args], cwd=cwd, stdout=stdout, stderr=stderr,
-                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def read_one_line_then_close(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, str, str]:
-    """As `cmd | head -1`: (exit status, the line read, stderr)."""
-    with open(cwd / "stderr.txt", "w+") as err:
-        proc = launch(args, cwd, subprocess.PIPE, err)
-        try:
-            first = proc.stdout.readline().decode()
-            proc.stdout.close()
-            code = proc.wait(timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        err.seek(0)
-        return code, first, err.read()
-
-
-def into_a_closed_pipe(args: list[str], cwd: Path, timeout: float = 60) -> tuple[int, str]:
-    """As `cmd | true` once `true` has exited: (exit status, stderr)."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    with open(cwd / "stderr.txt", "w+") as err:
-        try:
-            proc = launch(args, cwd, write_end, err)
-        finally:
-            os.close(write_end)
-        try:
-            code = proc.wait(timeout)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        err.seek(0)
-        return code, err.read()
-
-
-def quiet(stderr: str) -> bool:
-    return not any(word in stderr for word in COMPLAINTS)
-
-
 @pytest.fixture
 def job(api, tmp_path):
     """A finished job with two pods and their logs in the API double, for the cluster commands."""
