@@ -36,11 +36,6 @@ BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY]
 COMPLETE = ".complete"
 
 
-def cache_dir() -> Path:
-    """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder."""
-    return paths.cache_dir()
-
-
 def kube_version() -> str:
     """The k8s.io/kubernetes release go.mod requires."""
     for line in (GO_MODULE / "go.mod").read_text().splitlines():
@@ -81,7 +76,7 @@ def group_of(name: str) -> str:
 
 def group_dir(group: str) -> Path:
     key = hashlib.sha256(GROUPS[group][1]().encode()).hexdigest()[:16]
-    return cache_dir() / "controlplane" / f"{group}-{key}"
+    return paths.cache_dir() / "controlplane" / f"{group}-{key}"
 
 
 def binary(name: str) -> Path:

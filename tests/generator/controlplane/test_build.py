@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from generator import paths
 from generator.controlplane import build
 from generator.errors import UserError
 
@@ -42,12 +43,12 @@ def go(tmp_path, monkeypatch):
 def test_the_cache_is_the_users_not_the_checkouts(monkeypatch, tmp_path):
     monkeypatch.delenv("PYTORCHJOB_KIT_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert build.cache_dir() == tmp_path / "xdg" / "pytorchjob-kit"
+    assert paths.cache_dir() == tmp_path / "xdg" / "pytorchjob-kit"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert build.cache_dir() == tmp_path / "home" / ".cache" / "pytorchjob-kit"
+    assert paths.cache_dir() == tmp_path / "home" / ".cache" / "pytorchjob-kit"
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "mine"))
-    assert build.cache_dir() == tmp_path / "mine"
+    assert paths.cache_dir() == tmp_path / "mine"
     assert build.binary("kubectl").is_relative_to(tmp_path / "mine")
 
 
