@@ -1,0 +1,122 @@
+"""The README's `A real cluster on your machine` block, run as written on a cluster of its own, each
+command's output compared with the README's sample. What differs between machines by nature
+(folders, addresses, ports, process ids, ages, claim ids, the node's name) is put in the same words
+on both sides first; everything else must match, with `...` as in every README sample."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.samples import mismatch
+
+pytestmark = pytest.mark.e2e
+
+README = (ROOT / "README.md").read_text()
+SECTION = README.split("## A real cluster on your machine", 1)[1].split("\n## ", 1)[0]
+BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+
+# The README's own words for what differs on every machine.
+README_CLUSTER = "/home/me/pytorchjob-kit/.cache/cluster"
+README_CACHE = "/home/me/.cache/pytorchjob-kit"
+
+
+def steps(block: str) -> list[tuple[str, str]]:
+    """(command, the output the README shows for it), in order."""
+    out: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        else:
+            out[-1][1].append(line)
+    return [(command, "\n".join(lines)) for command, lines in out]
+
+
+def demo_values_command() -> list[str]:
+    """`make demo`'s first step, which writes runs/demo-values.yaml, read from the Makefile."""
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].replace("\\\n", " ")
+    line = next(x for x in recipe.splitlines() if "-m generator values" in x)
+    return [sys.executable, *shlex.split(line.strip().removeprefix("$(PY)"))]
+
+
+def same_words(text: str, cluster_dir: Path, cache: Path, node: str) -> str:
+    text = text.replace(str(cluster_dir), README_CLUSTER).replace(str(cache), README_CACHE)
+    text = text.replace(f"{ROOT}/", "")  # the README's commands run in the checkout, which this folder stands for
+    text = re.sub(rf"\bnode {re.escape(node)} \(", "node vm (", text)
+    text = re.sub(r"\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b", lambda m: "ADDRESS:PORT" if m.group(2) else "ADDRESS", text)
+    text = re.sub(r"pvc-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "pvc-ID", text)
+    text = re.sub(r"\(pid \d+\)", "(pid PID)", text)
+    rows = []
+    for line in text.splitlines():
+        # `cluster status` rows (name, pid, state, log) and `kubectl get pods` rows (age, node)
+        line = re.sub(r"^(\S+\s+)\d+(\s+(running|stopped|exited))", r"\1PID\2", line)
+        line = re.sub(r"^(\S+\s+\d+/\d+\s+\S+\s+\d+\s+)\S+(\s+ADDRESS\s+)\S+", r"\1AGE\2vm", line)
+        rows.append(re.sub(r" {2,}", " ", line))  # columns are as wide as their values
+    return "\n".join(rows)
+
+
+@pytest.fixture
+def shell(tmp_path):
+    """A clone's folder (runs/ beside charts/) and a shell whose cluster lives under tmp_path."""
+    (tmp_path / "charts").symlink_to(ROOT / "charts")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+           "PYTORCHJOB_KIT_CLUSTER": str(tmp_path / "cluster")}
+    env.pop("KUBECONFIG", None)
+    made = subprocess.run(demo_values_command(), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    return tmp_path, env
+
+
+def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatch):
+    from generator import paths
+    from generator.controlplane import build
+    from generator.controlplane.kubelet import node_name
+
+    workdir, env = shell
+    cluster_dir, cache = workdir / "cluster", paths.cache_dir()
+    listed = steps(BLOCK)
+    assert [c.split()[:4] for c, _ in listed] == [
+        ["python", "-m", "generator", "cluster"], ["export", f"KUBECONFIG={README_CLUSTER}/kubeconfig"],
+        ["python", "-m", "generator", "submit"], ["python", "-m", "generator", "logs"],
+        ["~/.cache/pytorchjob-kit/controlplane/kubernetes-*/kubectl", "get", "pods", "-o"],
+        ["python", "-m", "generator", "cluster"], ["python", "-m", "generator", "cluster"]]
+    up_sample = listed[0][1]
+    try:
+        for command, sample in listed:
+            if command.startswith("export "):
+                name, value = command.removeprefix("export ").split("=", 1)
+                env[name] = value.replace(README_CLUSTER, str(cluster_dir))
+                continue
+            words = shlex.split(command)
+            if words[0] == "python":
+                words[0] = sys.executable
+            else:  # the README finds kubectl in the cache folder with a glob, as a shell would
+                words[0] = str(build.binary("kubectl"))
+                assert Path(words[0]).match(command.split()[0].replace("~/.cache/pytorchjob-kit/", "*/"))
+            done = subprocess.run(words, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=900)
+            assert done.returncode == 0, f"{command}\n{done.stdout}"
+            if command.endswith("cluster up --cpu 4") and "building " not in done.stdout:
+                sample = "\n".join(x for x in sample.splitlines() if not x.startswith("building "))
+            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, done.stdout))
+            assert mismatch(expected, printed) == "", f"{command}: {mismatch(expected, printed)}\n{printed}"
+    finally:
+        subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,
+                       capture_output=True, timeout=180)
+
+    # This machine built its binaries before: the README's first-build lines are checked against what
+    # a build into an empty cache folder says, with the Go toolchain's work left out.
+    empty = workdir / "empty-cache"
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(empty))
+    monkeypatch.setattr(build, "_go", lambda *args: None)
+    said: list[str] = []
+    build.ensure(say=said.append)
+    first_build = "\n".join(x for x in up_sample.splitlines() if x.startswith("building "))
+    assert mismatch(same_words(first_build, cluster_dir, cache, "vm"), same_words("\n".join(said), cluster_dir, empty,
+                                                                                    "vm")) == ""
