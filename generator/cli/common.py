@@ -8,9 +8,27 @@ from generator.errors import Finding, UserError
 DEFAULT_RELEASE = "release"
 
 
+def _name(kind: str):
+    """A click callback that refuses a name Helm or Kubernetes would refuse, before anything uses it
+    (a release such as `--set=x` would otherwise become a flag of the helm command line)."""
+    def check(ctx, param, value):
+        from generator.job.admission import name_problem
+
+        problem = value is not None and name_problem(kind, value)
+        if problem:
+            raise click.BadParameter(f"{value!r} {problem}; for example `{'my-job' if kind == 'release' else 'training'}`")
+        return value
+    return check
+
+
 def release_option(fn):
-    return click.option("--release", default=DEFAULT_RELEASE, show_default=True,
+    return click.option("--release", default=DEFAULT_RELEASE, show_default=True, callback=_name("release"),
                         help="Helm release name for values files (the default job name is <release>-pytorchjob).")(fn)
+
+
+def namespace_option(help: str, default: str | None = "default"):
+    return click.option("-n", "--namespace", default=default, show_default=default is not None,
+                        callback=_name("namespace"), help=help)
 
 
 def _aliases(ctx, param, values) -> dict[str, str]:
@@ -72,7 +90,7 @@ def cluster_options(fn):
                       metavar="SECONDS", help="Give up on one API request after this long.")(fn)
     fn = click.option("--kubeconfig", metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")(fn)
     fn = click.option("--context", help="Kubeconfig context (default: the current one).")(fn)
-    fn = click.option("-n", "--namespace", help="Namespace (default: the context's).")(fn)
+    fn = namespace_option("Namespace (default: the context's).", default=None)(fn)
     return fn
 
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import click
 
-from generator.cli.common import chart_option, emit, fail_if, output_option, release_option, target_option, with_target
+from generator.cli.common import chart_option, emit, fail_if, namespace_option, output_option, release_option, target_option, with_target
 
 
 @click.command("render")
 @click.argument("values_file", metavar="VALUES")
 @release_option
-@click.option("--namespace", default="default", show_default=True)
+@namespace_option("Namespace the manifests are rendered for.")
 @chart_option
 @target_option
 @output_option

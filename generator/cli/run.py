@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from generator.cli.common import image_option, release_option, target_option
+from generator.cli.common import image_option, namespace_option, release_option, target_option
 
 
 @click.command("run")
 @click.argument("file", metavar="VALUES|MANIFEST")
 @release_option
-@click.option("--namespace", default="default", show_default=True, help="Namespace the pods would see.")
+@namespace_option("Namespace the pods would see.")
 @click.option("--run-dir", metavar="DIR", help="Where volumes map to (default: runs/<job>).")
 @click.option("--dry-run", is_flag=True, help="Print each replica's command and env on stdout without starting them.")
 @image_option

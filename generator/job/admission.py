@@ -11,10 +11,22 @@ DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+RELEASE_MAX = 53  # Helm's cap: its objects' names add suffixes to the release's
 ROLES = ("Master", "Worker")
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 STANDARD_RESOURCES = {"cpu", "memory", "ephemeral-storage", "storage"}
+
+
+def name_problem(kind: str, name: str) -> str:
+    """'' when `name` is a valid Helm release or Kubernetes namespace name, else why not."""
+    limit, pattern = (RELEASE_MAX, DNS_SUBDOMAIN) if kind == "release" else (63, DNS_LABEL)
+    if len(name) > limit:
+        return f"is {len(name)} characters, more than the {limit} a {kind} name may have"
+    if not pattern.match(name):
+        return ("must be lower-case letters, digits and '-'" + (", in parts joined by '.'" if kind == "release" else "")
+                + ", starting and ending with a letter or digit")
+    return ""
 
 
 def pod_name_suffix(workers: int) -> str:
