@@ -49,7 +49,6 @@ PYTORCH_RULES = (
     expand("", ["pods"], ALL)
     | expand("", ["services"], ["create", "delete", "get", "list", "watch"])
     | expand("", ["events"], ["create", "get", "list", "patch", "update", "watch"])
-    | expand("", ["secrets"], ["get", "list", "update", "watch"])
     | expand("admissionregistration.k8s.io", ["validatingwebhookconfigurations"], ["get", "list", "update", "watch"])
     | expand("autoscaling", ["horizontalpodautoscalers"], ALL)
     | expand("kubeflow.org", ["pytorchjobs"], ALL)
@@ -71,16 +70,26 @@ def test_defaults_install_v1_9_4_for_pytorch_only():
     assert {"name": "MY_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
     assert yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"] == "1.9.4"
     assert not by_kind(objects, "Namespace") and not by_kind(objects, "PodDisruptionBudget")
-    assert not by_kind(objects, "Role") and not by_kind(objects, "ServiceMonitor")
+    assert [r["metadata"]["name"] for r in by_kind(objects, "Role")] == ["training-pytorch-operator-webhook-cert"]
+    assert not by_kind(objects, "ServiceMonitor")
 
 
 def test_rbac_is_exactly_what_the_pytorch_controller_uses():
     assert rules(render()) == PYTORCH_RULES
-    # Certificate rotation may write only the operator's own Secret and webhook configuration.
-    writes = [r for r in one(render(), "ClusterRole", "training-pytorch-operator")["rules"]
-              if "update" in r["verbs"] and set(r["resources"]) & {"secrets", "validatingwebhookconfigurations"}]
-    assert sorted(tuple(r["resourceNames"]) for r in writes) == [("training-pytorch-operator-webhook-cert",),
-                                                                 ("validator.training-operator.kubeflow.org",)]
+    # Certificate rotation may write only the operator's own webhook configuration, cluster-wide...
+    writes = [r for r in one(render(), "ClusterRole", "training-pytorch-operator")["rules"] if "update" in r["verbs"]
+              and set(r["resources"]) & {"secrets", "validatingwebhookconfigurations"}]
+    assert [r["resourceNames"] for r in writes] == [["validator.training-operator.kubeflow.org"]]
+    # ...and read and fill in its own Secret, in its own namespace: no other Secret anywhere.
+    role = one(render(), "Role", "training-pytorch-operator-webhook-cert")
+    assert role["metadata"]["namespace"] == "kubeflow"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "resourceNames": ["training-pytorch-operator-webhook-cert"], "verbs": ["get", "update"]},
+                             {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}]
+    role_binding = one(render(), "RoleBinding", "training-pytorch-operator-webhook-cert")
+    assert role_binding["subjects"] == [{"kind": "ServiceAccount", "name": "training-pytorch-operator",
+                                         "namespace": "kubeflow"}]
+    assert not any("secrets" in rule["resources"] for role in by_kind(render(), "ClusterRole") for rule in role["rules"])
     binding = one(render(), "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "training-pytorch-operator", "namespace": "kubeflow"}]
     assert binding["roleRef"]["name"] == "training-pytorch-operator"
@@ -156,11 +165,11 @@ def test_existing_namespace_is_used_without_rendering_it():
 def test_two_replicas_elect_a_leader_with_lease_rbac_and_a_pdb():
     objects = render({"replicas": 2})
     assert "--leader-elect" in args(objects)
-    role = one(objects, "Role")
+    role = one(objects, "Role", "training-pytorch-operator-leader-election")
     assert role["metadata"]["namespace"] == "kubeflow"
     assert {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]} == \
         {("coordination.k8s.io", "leases")}
-    assert one(objects, "RoleBinding")["roleRef"]["name"] == role["metadata"]["name"]
+    assert one(objects, "RoleBinding", "training-pytorch-operator-leader-election")["roleRef"]["name"] == role["metadata"]["name"]
     pdb = one(objects, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= \

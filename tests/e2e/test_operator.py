@@ -93,6 +93,31 @@ def test_the_webhook_certificate_is_the_operators_own(cluster):
     assert all(w.client_config.ca_bundle == cert.data["ca.crt"] for w in config.webhooks)
 
 
+def test_the_operator_can_read_no_secret_but_its_own(cluster):
+    """`kubectl auth can-i` as the operator's ServiceAccount, answered by the API server's RBAC."""
+    import subprocess
+
+    from generator.controlplane import build
+
+    account = "system:serviceaccount:kubeflow:training-operator-pytorch-operator"
+    assert _core(cluster).read_namespaced_service_account(account.rsplit(":", 1)[1], "kubeflow")
+
+    def can(*words: str) -> str:
+        done = subprocess.run([str(build.binary("kubectl")), "auth", "can-i", *words, f"--as={account}"],
+                              env=cluster.env, capture_output=True, text=True, timeout=60)
+        return done.stdout.strip()
+
+    own = "secret/training-operator-pytorch-operator-webhook-cert"
+    assert [can(verb, own, "-n", "kubeflow") for verb in ("get", "update")] == ["yes", "yes"]
+    assert can("get", "secret/other", "-n", "kubeflow") == "no"
+    assert can("list", "secrets", "-n", "kubeflow") == "yes"  # the rotator's cache of its own namespace
+    assert can("list", "secrets", "-A") == "no"
+    assert can("get", "secret/other", "-n", "default") == "no"
+    assert can("watch", "secrets", "-n", "default") == "no"
+    assert can("delete", own, "-n", "kubeflow") == "no"
+    assert can("create", "pods", "-n", "default") == "yes"  # what it is for still works
+
+
 def test_leader_election_takes_its_lease(cluster):
     from kubernetes import client
 
