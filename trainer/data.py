@@ -47,18 +47,21 @@ def steps_per_rank(n: int, world_size: int, batch_size: int) -> int:
     return max(1, math.ceil(n / (world_size * batch_size)))
 
 
-def shard(n: int, epoch: int, seed: int, rank: int, world_size: int, batch_size: int) -> torch.Tensor:
-    """This rank's sample indices for one epoch, shaped [steps, batch].
+def shard(n: int, epoch: int, seed: int, rank: int, world_size: int, batch_size: int, start: int = 0) -> torch.Tensor:
+    """This rank's sample indices for one epoch from position `start` on, shaped [steps, batch].
 
-    One permutation per epoch, the same on every rank, padded by wrapping around to
-    steps x world x batch and dealt out rank by rank, so shards are disjoint but for the padding."""
-    steps = steps_per_rank(n, world_size, batch_size)
+    One permutation per epoch, the same on every rank and for every world size, padded by wrapping
+    around; position p of it goes to rank p % world_size. So the first k steps of any world size take
+    exactly positions [0, k x world x batch), and an epoch stopped at one world size resumes at
+    another from the position reached: no sample of the epoch is skipped or taken twice, but for
+    the padding that makes every rank's step count equal."""
+    steps = steps_per_rank(n - start, world_size, batch_size)
+    end = start + steps * world_size * batch_size
     g = torch.Generator().manual_seed(seed * 100_003 + epoch)
     perm = torch.randperm(n, generator=g)
-    total = steps * world_size * batch_size
-    if total > n:
-        perm = perm.repeat(math.ceil(total / n))[:total]
-    return perm[rank::world_size][: steps * batch_size].view(steps, batch_size)
+    if end > n:
+        perm = perm.repeat(math.ceil(end / n))[:end]
+    return perm[start:end][rank::world_size].reshape(steps, batch_size)
 
 
 def eval_shard(n: int, rank: int, world_size: int) -> torch.Tensor:

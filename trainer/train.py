@@ -106,7 +106,7 @@ class Trainer:
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=cfg.epochs)
         self.history: dict = {"epoch_accuracies": [], "epoch_losses": [], "train_seconds": 0.0, "samples": 0}
-        self.start_epoch, self.start_step = 0, 0
+        self.start_epoch, self.start_position = 0, 0  # position: samples of the epoch's order already taken
         self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
         self.net = self.model
         ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
@@ -125,8 +125,25 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
         self.history = state["history"]
-        self.start_epoch, self.start_step = state["epoch"], state["step"]
-        self.progress.line(f"resumed from {where} at epoch {self.start_epoch + 1}, step {self.start_step}")
+        world, saved_world = self.launch.world_size, state.get("world_size", self.launch.world_size)
+        self.start_epoch = state["epoch"]
+        self.start_position = state.get("position", state["step"] * saved_world * state.get("batch_size", self.cfg.batch_size))
+        self.progress.line(f"resumed from {where} at epoch {self.start_epoch + 1}, step {state['step']}")
+        if saved_world != world:
+            self._rescale_lr(saved_world)
+
+    def _rescale_lr(self, saved_world: int) -> None:
+        """The learning rate was scaled for the world that saved the checkpoint; scale it, and the
+        schedule it follows, for this one."""
+        ratio = scaled_lr(self.cfg, self.launch.world_size) / scaled_lr(self.cfg, saved_world)
+        for group in self.optimizer.param_groups:
+            group["lr"] *= ratio
+            group["initial_lr"] = group.get("initial_lr", group["lr"]) * ratio
+        self.scheduler.base_lrs = [lr * ratio for lr in self.scheduler.base_lrs]
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self.progress.line(f"world size {self.launch.world_size}, the checkpoint's {saved_world}: learning rate "
+                           f"{self.optimizer.param_groups[0]['lr'] / ratio:.4g} -> {self.optimizer.param_groups[0]['lr']:.4g}, "
+                           f"the epoch goes on from sample {self.start_position} of {len(self.train_set)}")
 
     def wrap(self) -> None:
         """DDP over the model (and torch.compile over that), after resuming the bare model."""
@@ -137,10 +154,11 @@ class Trainer:
         if self.cfg.compile:
             self.net = torch.compile(self.net)
 
-    def snapshot(self, epoch: int, step: int) -> dict:
+    def snapshot(self, epoch: int, step: int, position: int = 0) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(), "epoch": epoch, "step": step, "rng": torch.get_rng_state(),
-                "history": self.history, "world_size": self.launch.world_size, "seed": self.cfg.seed}
+                "scheduler": self.scheduler.state_dict(), "epoch": epoch, "step": step, "position": position,
+                "rng": torch.get_rng_state(), "history": self.history, "world_size": self.launch.world_size,
+                "batch_size": self.cfg.batch_size, "seed": self.cfg.seed}
 
     def run(self) -> int:
         """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
@@ -151,10 +169,10 @@ class Trainer:
                            f"lr {self.lr:.4g}")
         started = time.perf_counter()
         for epoch in range(self.start_epoch, cfg.epochs):
-            first = self.start_step if epoch == self.start_epoch else 0
-            if not self.train_epoch(epoch, first):
+            start = self.start_position if epoch == self.start_epoch else 0
+            if not self.train_epoch(epoch, start):
                 return SIGTERM_EXIT
-            if self.end_epoch(epoch, first):
+            if self.end_epoch(epoch):
                 break
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
@@ -173,23 +191,28 @@ class Trainer:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
-    def train_epoch(self, epoch: int, first: int) -> bool:
-        """One epoch's steps from `first`; False when SIGTERM stopped it (after a checkpoint)."""
+    def train_epoch(self, epoch: int, start: int) -> bool:
+        """One epoch's steps from sample position `start`; False when SIGTERM stopped it (after a checkpoint)."""
         cfg, launch = self.cfg, self.launch
-        batches = data.shard(len(self.train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size)
+        per_step = cfg.batch_size * launch.world_size
+        batches = data.shard(len(self.train_set), epoch, cfg.seed, launch.rank, launch.world_size, cfg.batch_size, start)
         batches = batches.to(launch.device)
+        # Steps are numbered from the epoch's start, as an uninterrupted run at this world size would.
+        first = start // per_step
+        self.progress.steps = first + len(batches)
         self.progress.epoch_start()
         t0 = time.perf_counter()
         flag = torch.zeros(1, device=launch.device)
-        for step in range(first, self.steps):
+        for step in range(first, first + len(batches)):
             if self._stopping(step, first, flag):
                 self.history["train_seconds"] += time.perf_counter() - t0
                 if launch.is_main:
-                    saved = checkpoint.save(self.ckpt_dir, self.snapshot(epoch, step), cfg.keep_checkpoints)
+                    position = start + (step - first) * per_step
+                    saved = checkpoint.save(self.ckpt_dir, self.snapshot(epoch, step, position), cfg.keep_checkpoints)
                     self.progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
                 distributed.finish(launch)
                 return False
-            idx = batches[step]
+            idx = batches[step - first]
             x, y = _prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]
             self.optimizer.zero_grad(set_to_none=True)
             with _autocast(cfg, launch):
@@ -200,10 +223,10 @@ class Trainer:
                 self.progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
         self.scheduler.step()
         self.history["train_seconds"] += time.perf_counter() - t0
-        self.history["samples"] += (self.steps - first) * cfg.batch_size * launch.world_size
+        self.history["samples"] += len(batches) * per_step
         return True
 
-    def end_epoch(self, epoch: int, first: int) -> bool:
+    def end_epoch(self, epoch: int) -> bool:
         """Evaluate, checkpoint; True when the target accuracy is reached."""
         cfg = self.cfg
         accuracy, test_loss = evaluate(self.net if not cfg.compile else self.model, self.test_set, self.launch, cfg)

@@ -137,3 +137,22 @@ def test_progress_is_a_bar_on_a_terminal_and_plain_lines_in_logs():
     silent = _Stream(False)
     Progress(False, steps=4, interval=1, stream=silent).step(0, 0, 0.1, 64)
     assert silent.text == ""  # ranks other than 0 say nothing
+
+
+@pytest.mark.parametrize("n, batch", [(1437, 64), (100, 4), (50, 7)])
+@pytest.mark.parametrize("old, new", [(3, 2), (3, 4), (2, 3), (4, 3), (2, 2), (4, 1)])
+def test_an_epoch_stopped_at_one_world_size_goes_on_at_another_without_skipping_or_repeating(n, batch, old, new):
+    steps_before = max(1, data.steps_per_rank(n, old, batch) // 2)
+    before = [data.shard(n, 5, 7, r, old, batch)[:steps_before] for r in range(old)]
+    position = steps_before * old * batch
+    after = [data.shard(n, 5, 7, r, new, batch, start=position) for r in range(new)]
+    seen = torch.cat([s.flatten() for s in before + after]).tolist()
+    assert set(seen) == set(range(n))  # nothing skipped
+    repeats = len(seen) - n
+    assert 0 <= repeats < new * batch  # only the last step's padding, as in any epoch
+    if (n - position) % (new * batch) == 0:
+        assert repeats == 0
+    # Stopped and resumed at the same world size, the steps are those of an epoch never stopped.
+    if old == new:
+        whole = [data.shard(n, 5, 7, r, old, batch) for r in range(old)]
+        assert all(torch.equal(whole[r][steps_before:], after[r]) for r in range(old))

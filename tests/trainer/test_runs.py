@@ -83,6 +83,53 @@ def test_sigterm_checkpoints_exits_143_and_the_restart_resumes_to_the_same_resul
     assert metrics(out)["epoch_accuracies"] == metrics(reference)["epoch_accuracies"]
 
 
+RESIZE_ARGS = [*ARGS, "--epochs", "4", "--batch-size", "16"]  # 30 steps an epoch at 3: room to stop mid-epoch
+
+
+@pytest.fixture(scope="module")
+def three_process_runs(tmp_path_factory):
+    """A 3-process job run through, and the same job stopped by SIGTERM in its second epoch."""
+    folder = tmp_path_factory.mktemp("resize")
+    results = trainer_procs.run_operator_job(3, [*RESIZE_ARGS, "--output-dir", str(folder / "reference")])
+    assert [code for code, _ in results] == [0, 0, 0], results
+    port = trainer_procs.free_port()
+    stopped = folder / "stopped"
+    procs = [trainer_procs.trainer([*RESIZE_ARGS, "--log-interval", "1", "--output-dir", str(stopped)],
+                                   trainer_procs.operator_env(rank, 3, port)) for rank in range(3)]
+    try:
+        for line in procs[0].stdout:
+            if line.startswith("epoch 2 step 3/"):  # the ranks agree to stop at step 8
+                procs[0].send_signal(signal.SIGTERM)
+                break
+        assert [p.wait(timeout=120) for p in procs] == [143, 143, 143], procs[0].stdout.read()
+    finally:
+        for p in procs:
+            p.kill()
+    (saved,) = checkpoint.complete(stopped / "checkpoints")[:1]
+    assert saved.name.startswith("ckpt-e0001-s")  # mid-epoch 2
+    return folder / "reference", stopped
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_three_process_checkpoint_resumes_with_another_process_count(tmp_path, three_process_runs, world):
+    reference, stopped = three_process_runs
+    out = tmp_path / "resumed"
+    shutil.copytree(stopped, out)
+    results = trainer_procs.run_operator_job(world, [*RESIZE_ARGS, "--output-dir", str(out)])
+    assert [code for code, _ in results] == [0] * world, results
+    log = results[0][1]
+    assert "resumed from" in log and "at epoch 2, step" in log
+    # The learning rate follows the world size (sqrt scaling by default), schedule and all.
+    said = next(line for line in log.splitlines() if line.startswith(f"world size {world}, the checkpoint's 3:"))
+    before, after = (float(x) for x in said.split("learning rate ")[1].split(",")[0].split(" -> "))
+    assert after / before == pytest.approx((world / 3) ** 0.5, rel=1e-3)
+    assert "the epoch goes on from sample " in said
+    resumed, uninterrupted = metrics(out), metrics(reference)
+    assert resumed["world_size"] == world and len(resumed["epoch_accuracies"]) == 4
+    assert resumed["final_accuracy"] == pytest.approx(uninterrupted["final_accuracy"], abs=0.03)
+    assert resumed["epoch_accuracies"][0] == uninterrupted["epoch_accuracies"][0]  # the epoch before the stop
+
+
 def test_corrupt_newest_checkpoint_is_skipped_with_a_warning(tmp_path):
     out = tmp_path / "run"
     assert trainer_procs.trainer([*ARGS, "--epochs", "2", "--output-dir", str(out)], trainer_procs.base_env()).wait(120) == 0
