@@ -138,9 +138,8 @@ class Trainer:
         ratio = scaled_lr(self.cfg, self.launch.world_size) / scaled_lr(self.cfg, saved_world)
         for group in self.optimizer.param_groups:
             group["lr"] *= ratio
-            group["initial_lr"] = group.get("initial_lr", group["lr"]) * ratio
+            group["initial_lr"] *= ratio  # the scheduler keeps it in every group
         self.scheduler.base_lrs = [lr * ratio for lr in self.scheduler.base_lrs]
-        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         self.progress.line(f"world size {self.launch.world_size}, the checkpoint's {saved_world}: learning rate "
                            f"{self.optimizer.param_groups[0]['lr'] / ratio:.4g} -> {self.optimizer.param_groups[0]['lr']:.4g}, "
                            f"the epoch goes on from sample {self.start_position} of {len(self.train_set)}")

@@ -92,7 +92,7 @@ class _Constructor(yaml.constructor.SafeConstructor):
 
 
 _Constructor.add_constructor(GO_PLAIN, _Constructor.construct_go_plain)
-_Constructor.add_constructor("tag:yaml.org,2002:merge", lambda loader, node: node.value)  # `<<` as a value is text
+_Constructor.add_constructor("tag:yaml.org,2002:merge", lambda _loader, node: node.value)  # `<<` as a value is text
 
 # libyaml's C parser when present (several times faster), with the resolution above.
 _Parser = getattr(yaml, "CParser", None)
