@@ -75,8 +75,7 @@ def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str
     proc = subprocess.run(helm.argv, env=helm_env(layout), capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"helm install {release} charts/pytorch-operator failed: {proc.stderr.strip()}")
-    pod = deployment["spec"]["template"]["spec"]
-    return OperatorRelease(ns, deployment["metadata"]["name"], pod.get("serviceAccountName", "default"), release)
+    return OperatorRelease(ns, deployment["metadata"]["name"], release)
 
 
 def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Child, timeout: float = 300) -> None:

@@ -62,7 +62,6 @@ class Process:
 class OperatorRelease:
     namespace: str
     deployment: str
-    service_account: str
     release: str
 
 

@@ -14,7 +14,7 @@ from generator.controlplane.state import ClusterState, NodeOptions, OperatorRele
 def full_state() -> ClusterState:
     return ClusterState(phase="ready", pid=42, step="operator release", server="https://10.244.7.1:6443",
                         kubeconfig="/c/kubeconfig", node="box",
-                        operator=OperatorRelease("kubeflow", "training-operator", "training-operator", "training-operator"),
+                        operator=OperatorRelease("kubeflow", "training-operator", "training-operator"),
                         pod_network=PodNetwork("pjk0000", "10.244.7.0/24"),
                         processes={"etcd": Process(43, "/c/logs/etcd.log")})
 
