@@ -52,19 +52,20 @@ def command() -> None:
 def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
     from generator.controlplane import lifecycle
+    from generator.controlplane.state import NodeOptions
 
     if values_file and not operator:
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node={"cpu": cpu, "memory": memory, "gpus": gpus, "image": [f"{k}={v}" for k, v in aliases.items()]}, operator=operator)
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases)), operator=operator)
     from generator.controlplane import build
 
-    installed = (f"operator release {state['operator']['release']} in namespace {state['operator']['namespace']}"
-                 if state.get("operator") else "no operator: helm install it")
-    click.echo(f"cluster ready: {state['server']}, node {state['node']} ({installed}); "
+    installed = (f"operator release {state.operator.release} in namespace {state.operator.namespace}"
+                 if state.operator else "no operator: helm install it")
+    click.echo(f"cluster ready: {state.server}, node {state.node} ({installed}); "
                f"kubectl is {build.binary('kubectl')}", err=True)
-    click.echo(f"export KUBECONFIG={state['kubeconfig']}")
+    click.echo(f"export KUBECONFIG={state.kubeconfig}")
 
 
 @command.command("status")

@@ -1,8 +1,6 @@
-"""Where one local cluster keeps its files, and its state file that `cluster status` and
-`cluster down` read."""
+"""Where one local cluster keeps its files (its state file's content is state.py's)."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,17 +47,6 @@ class Layout:
 
     def component_kubeconfig(self, name: str) -> Path:
         return self.root / "kubeconfigs" / f"{name}.yaml"
-
-    def read_state(self) -> dict:
-        try:
-            return json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def write_state(self, state: dict) -> None:
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-        os.replace(tmp, self.state_file)
 
 
 def started_by(pid: int, root: Path) -> bool:

@@ -9,30 +9,28 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import build, network, processes
+from generator.controlplane import build, network, processes, state
 from generator.controlplane.layout import MARKER, Layout, started_by
+from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
 from generator.errors import UserError
 
 
-def running(layout: Layout) -> dict | None:
-    state = layout.read_state()
-    pid = state.get("pid")
-    if pid and processes.pid_alive(pid) and state.get("phase") in ("starting", "ready", "degraded"):
-        return state
+def running(layout: Layout) -> ClusterState | None:
+    current = state.load(layout.state_file)
+    if current and current.pid and processes.pid_alive(current.pid) and current.phase in LIVE_PHASES:
+        return current
     return None
 
 
-def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: dict | None = None,
-       operator: bool = True) -> dict:
-    """`node`: cpu, memory (quantities) and gpus (a count) of the process kubelet's Node, and image:
-    REPO=KNOWN aliases of images it runs."""
-    state = running(layout)
-    if state:
-        if state["phase"] != "ready":
-            raise UserError(f"a cluster in {layout.root} is {state['phase']}"
-                            + (f" ({state['error']})" if state.get("error") else "")
+def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
+       operator: bool = True) -> ClusterState:
+    current = running(layout)
+    if current:
+        if current.phase != "ready":
+            raise UserError(f"a cluster in {layout.root} is {current.phase}"
+                            + (f" ({current.error})" if current.error else "")
                             + "; run `python -m generator cluster down` first")
-        return state
+        return current
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
     if values_file:  # every value checked by the chart's schema before anything starts
@@ -53,21 +51,19 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         argv += ["-f", str(Path(values_file).resolve())]
     if not operator:
         argv.append("--no-operator")
-    node = dict(node or {})
-    argv += [f"--image={alias}" for alias in node.pop("image", None) or []]
-    argv += [f"--{k}={v}" for k, v in node.items() if v]
+    argv.append(f"--node={(node or NodeOptions()).encode()}")
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
     end = time.monotonic() + timeout
     try:
         while time.monotonic() < end:
-            state = layout.read_state()
-            if state.get("pid") == proc.pid and state.get("phase") == "ready":
-                return state
-            if proc.poll() is not None or state.get("phase") == "failed":
+            current = state.load(layout.state_file) or ClusterState(pid=None)
+            if current.pid == proc.pid and current.phase == "ready":
+                return current
+            if proc.poll() is not None or current.phase == "failed":
                 proc.wait(60)
-                raise UserError(f"the cluster did not start: {state.get('error') or 'the supervisor exited'}; "
+                raise UserError(f"the cluster did not start: {current.error or 'the supervisor exited'}; "
                                 f"logs are in {layout.logs}")
             time.sleep(0.5)
     except KeyboardInterrupt:  # Ctrl-C on `up` leaves nothing half-started behind
@@ -98,53 +94,74 @@ def strays(root: Path) -> list[int]:
 
 
 def status(layout: Layout) -> dict:
-    state = layout.read_state()
+    current = state.load(layout.state_file)
     alive = running(layout) is not None
-    report = {"dir": str(layout.root), "phase": state.get("phase", "absent") if alive else
-              ("stopped" if state else "absent"), "server": state.get("server"), "kubeconfig": state.get("kubeconfig"),
-              "error": state.get("error"), "processes": []}
+    report = {"dir": str(layout.root), "phase": current.phase if alive else ("stopped" if current else "absent"),
+              "server": current and current.server, "kubeconfig": current and current.kubeconfig,
+              "error": current and current.error, "processes": []}
     if alive:
-        report["processes"].append({"name": "supervisor", "pid": state["pid"], "running": True,
+        report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})
-    for name, info in (state.get("processes") or {}).items():
-        report["processes"].append({"name": name, "pid": info["pid"], "running": alive and processes.pid_alive(info["pid"]),
-                                    "log": info["log"]})
+    for name, info in (current.processes if current else {}).items():
+        report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
+                                    "log": info.log})
     return report
 
 
 def down(layout: Layout, grace: float = 60) -> list[str]:
     """Stop the supervisor (which stops its children in order), then anything left behind."""
-    state = layout.read_state()
+    try:
+        current = state.load(layout.state_file)
+    except state.StateError:
+        return _down_without_state(layout)
     stopped = []
-    pid = state.get("pid")
+    pid = current.pid if current else None
     if pid and processes.pid_alive(pid):
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + grace
         while processes.pid_alive(pid) and time.monotonic() < end:
             time.sleep(0.2)
         stopped.append(f"supervisor (pid {pid})")
-    for name, info in (state.get("processes") or {}).items():
-        child = info["pid"]
-        if processes.pid_alive(child) and started_by(child, layout.root):
-            os.killpg(child, signal.SIGKILL)
-            stopped.append(f"{name} (pid {child}, killed)")
+    for name, info in (current.processes if current else {}).items():
+        if processes.pid_alive(info.pid) and started_by(info.pid, layout.root):
+            os.killpg(info.pid, signal.SIGKILL)
+            stopped.append(f"{name} (pid {info.pid}, killed)")
     if pid and processes.pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
+    stopped += _kill_strays(layout)
+    if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
+        stopped += _remove_network(current.pod_network)
+    if current:
+        current.phase = "stopped"
+        state.save(layout.state_file, current)
+    return stopped
+
+
+def _down_without_state(layout: Layout) -> list[str]:
+    """A state file this version cannot read: what the cluster started is still found by the marker
+    in its environment, and its bridge by the folder's name; the file goes, as the error promised."""
+    stopped = _kill_strays(layout)
+    stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
+    layout.state_file.unlink(missing_ok=True)
+    return [*stopped, f"{layout.state_file} (unreadable, removed)"]
+
+
+def _kill_strays(layout: Layout) -> list[str]:
+    stopped = []
     for stray in strays(layout.root):  # a pod's process whose kubelet died before it
         try:
             os.killpg(stray, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         stopped.append(f"pid {stray} (left behind, killed)")
-    if state.get("pod_network"):  # the bridge and pods' namespaces of a supervisor that could not stop them
-        pods = network.PodNetwork(**state["pod_network"])
-        if pods.sandboxes() or Path(f"/sys/class/net/{pods.bridge}").exists():
-            try:
-                pods.delete()
-                stopped.append(f"pod network {pods.bridge} (left behind, removed)")
-            except network.NetworkError:
-                pass
-    if state:
-        state["phase"] = "stopped"
-        layout.write_state(state)
     return stopped
+
+
+def _remove_network(pods: network.PodNetwork) -> list[str]:
+    if pods.sandboxes() or Path(f"/sys/class/net/{pods.bridge}").exists():
+        try:
+            pods.delete()
+            return [f"pod network {pods.bridge} (left behind, removed)"]
+        except network.NetworkError:
+            pass
+    return []

@@ -59,6 +59,11 @@ def choosing():
         yield
 
 
+def bridge_name(root: Path) -> str:
+    """The bridge of the cluster in `root`: the same name for the same folder, whatever its state file says."""
+    return "pjk" + hashlib.sha256(str(root).encode()).digest()[:4].hex()
+
+
 @dataclass(frozen=True)
 class PodNetwork:
     bridge: str
@@ -78,15 +83,12 @@ class PodNetwork:
         """Network namespaces of this cluster's pods are named with it."""
         return f"{self.bridge}-"
 
-    def as_dict(self) -> dict:
-        return {"bridge": self.bridge, "cidr": self.cidr}
-
     @classmethod
     def for_cluster(cls, root: Path) -> PodNetwork:
         """The same bridge and subnet for the same folder, moved on from any /24 this machine
         already routes (another cluster, a VPN)."""
         digest = hashlib.sha256(str(root).encode()).digest()
-        bridge = "pjk" + digest[:4].hex()
+        bridge = bridge_name(root)
         used = []
         for line in _ip("-4", "route", "show").splitlines():
             words = line.split()

@@ -3,23 +3,14 @@ The Deployment's pod then runs on the process kubelet like any pod; this module 
 it. `apply` is server-side apply, for what the cluster itself installs (its StorageClass)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from generator import helm, paths
 from generator.controlplane import processes
 from generator.controlplane.layout import Layout
+from generator.controlplane.state import OperatorRelease
 
 FIELD_MANAGER = "pytorchjob-kit"
 RELEASE = "training-operator"
 NAMESPACE = "kubeflow"
-
-
-@dataclass
-class Installed:
-    namespace: str
-    deployment: str
-    service_account: str
-    release: str
 
 
 def admin_client(layout: Layout):
@@ -60,40 +51,34 @@ def _established(dyn, name: str) -> bool:
 
 
 def helm_env(layout: Layout) -> dict[str, str]:
-    """The helm CLI against this cluster, its config and caches inside the cluster's folder."""
+    """The helm CLI against this cluster, as the user's shell would run it."""
     import os
 
-    folder = layout.root / "helm"
-    return {**os.environ, "KUBECONFIG": str(layout.kubeconfig), "HELM_CONFIG_HOME": str(folder / "config"),
-            "HELM_CACHE_HOME": str(folder / "cache"), "HELM_DATA_HOME": str(folder / "data")}
+    from generator.controlplane import components
+
+    return {**os.environ, **components.helm_env(layout)}
 
 
-def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> Installed:
+def install(layout: Layout, values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> OperatorRelease:
     """`helm install` of charts/pytorch-operator as a release that `helm list`, `helm upgrade`,
     `helm test` and `helm uninstall` see, as a user would install it on any cluster."""
     import subprocess
 
-    import yaml
-
-    from generator.controlplane import build
+    from generator.controlplane import components
 
     objects = render(values, release, namespace)
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     ns = deployment["metadata"]["namespace"]
-    values_file = layout.root / "operator-values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    argv = [str(build.binary(build.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace", ns,
-            "--values", str(values_file)]
-    if not any(o["kind"] == "Namespace" for o in objects):
-        argv.append("--create-namespace")
-    proc = subprocess.run(argv, env=helm_env(layout), capture_output=True, text=True)
+    helm = components.operator_install(layout, values, release, ns,
+                                       create_namespace=not any(o["kind"] == "Namespace" for o in objects))
+    components.write_files(helm)
+    proc = subprocess.run(helm.argv, env=helm_env(layout), capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"helm install {release} charts/pytorch-operator failed: {proc.stderr.strip()}")
-    pod = deployment["spec"]["template"]["spec"]
-    return Installed(ns, deployment["metadata"]["name"], pod.get("serviceAccountName", "default"), release)
+    return OperatorRelease(ns, deployment["metadata"]["name"], release)
 
 
-def wait_ready(layout: Layout, installed: Installed, kubelet: processes.Child, timeout: float = 300) -> None:
+def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Child, timeout: float = 300) -> None:
     """The Deployment available (its pod Ready by its readiness probe: the certificate written,
     mounted and injected), and the API server reaching the webhook through its endpoints."""
     from kubernetes import client

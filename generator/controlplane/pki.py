@@ -18,6 +18,16 @@ API_NAMES = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kube
 API_IPS = ["127.0.0.1", "10.96.0.1"]  # 10.96.0.1: the `kubernetes` Service in the service range
 
 
+def files(folder: Path, stem: str) -> tuple[Path, Path]:
+    """(certificate, key) paths of the certificate named `stem`: where `issue` writes it."""
+    return folder / f"{stem}.crt", folder / f"{stem}.key"
+
+
+def service_account_files(folder: Path) -> tuple[Path, Path]:
+    """(private, public) paths of the service-account signing key."""
+    return folder / "sa.key", folder / "sa.pub"
+
+
 def _write_key(path: Path, key) -> None:
     path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()))
@@ -65,7 +75,7 @@ class Authority:
               names: list[str] = API_NAMES, ips: list[str] = API_IPS) -> tuple[Path, Path]:
         """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist.
         A server certificate is for `names` and `ips` (the API server's unless told)."""
-        crt, key_path = self.folder / f"{stem}.crt", self.folder / f"{stem}.key"
+        crt, key_path = files(self.folder, stem)
         if crt.exists() and key_path.exists():
             return crt, key_path
         key = ec.generate_private_key(ec.SECP256R1())
@@ -84,7 +94,7 @@ class Authority:
 
 def service_account_key(folder: Path) -> tuple[Path, Path]:
     """(private, public) RSA key files the API server signs and checks service-account tokens with."""
-    private, public = folder / "sa.key", folder / "sa.pub"
+    private, public = service_account_files(folder)
     if not private.exists():
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         _write_key(private, key)

@@ -9,8 +9,10 @@ resolver is an /etc/hosts of the pod's own, kept current, in which each Service 
 of the running pods it selects (there is no kube-proxy for ClusterIPs).
 
     python -m generator.controlplane.kubelet DIR --server URL --bridge NAME --pod-cidr CIDR
-        [--cpu C] [--memory M] [--gpus N] [--image REPO=KNOWN ...]
-"""
+        [--node-name NAME] [--port PORT] [--node JSON]
+
+--node is state.NodeOptions as JSON (capacity and image aliases), as the supervisor encodes it
+(components.kubelet builds this command line)."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +28,7 @@ from generator.controlplane import network, pki
 from generator.controlplane.kubelet import logs, node
 from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
 from generator.controlplane.layout import MARKER, Layout
+from generator.controlplane.state import NodeOptions
 from generator.local import programs
 
 EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
@@ -285,18 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bridge", required=True, help="the cluster's bridge, whose first address is the node's")
     parser.add_argument("--pod-cidr", required=True, help="the bridge's subnet, from which pods take their IPs")
     parser.add_argument("--node-name", default=None)
-    parser.add_argument("--cpu", default=None)
-    parser.add_argument("--memory", default=None)
-    parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--port", type=int, default=0, help="the log server's port (default: a free one)")
-    parser.add_argument("--image", action="append", default=[], metavar="REPO=KNOWN",
-                        help="run images of REPO as the known image KNOWN stands for; repeatable")
+    parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
+                        help="capacity and image aliases (state.NodeOptions as JSON)")
     args = parser.parse_args(argv)
     name = args.node_name or node_name()
-    aliases = dict(item.split("=", 1) for item in args.image)
+    options: NodeOptions = args.node
     pods = network.PodNetwork(args.bridge, args.pod_cidr)
-    kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(args.cpu, args.memory, args.gpus), name,
-                      pods, args.port or network.free_port(pods.gateway), aliases)
+    kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(options.cpu, options.memory, options.gpus),
+                      name, pods, args.port or network.free_port(pods.gateway), options.images)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: kubelet.stopping.set())
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` writes every thread's stack to the kubelet's log

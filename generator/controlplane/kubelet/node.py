@@ -11,8 +11,14 @@ import platform
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 STATUS_SECONDS = 60.0  # the full status (conditions' heartbeat) when nothing changed
-KUBELET_VERSION = "v1.36.3"  # the control plane it joins
 POD_CAPACITY = "110"
+
+
+def kubelet_version() -> str:
+    """The release of the control plane it joins, as go.mod pins it: stated there alone."""
+    from generator.controlplane import build
+
+    return build.kube_version()
 
 
 def micro() -> str:
@@ -65,7 +71,7 @@ def status(name: str, address: str, port: int, resources: dict[str, str], heartb
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "nodeInfo": {"machineID": _machine_id(), "systemUUID": _machine_id(), "bootID": _boot_id(),
                      "kernelVersion": platform.release(), "osImage": _os_image(),
-                     "containerRuntimeVersion": "process://pytorchjob-kit", "kubeletVersion": KUBELET_VERSION,
+                     "containerRuntimeVersion": "process://pytorchjob-kit", "kubeletVersion": kubelet_version(),
                      "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": _arch()},
     }
 

@@ -28,3 +28,17 @@ def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
     code, _, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), "--no-operator", "-f", str(values))
     assert code == 2 and "-f gives values for the operator release, which --no-operator leaves out" in err
     assert not (tmp_path / "cluster").exists()
+
+
+def test_an_unreadable_state_file_is_named_with_the_fix_and_down_clears_it(tmp_path):
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    (folder / "state.json").write_text('{"phase": "ready", "pid": ')  # a disk that filled mid-write, say
+    code, out, err = run("cluster", "status", "--dir", str(folder))
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"{folder / 'state.json'}: not a cluster state" in err
+    assert f"run `python -m generator cluster down --dir {folder}`" in err
+    code, out, err = run("cluster", "down", "--dir", str(folder))
+    assert code == 0 and f"{folder / 'state.json'} (unreadable, removed)" in out, err
+    code, out, _ = run("cluster", "status", "--dir", str(folder))
+    assert code == 0 and out.startswith(f"cluster in {folder}: absent")

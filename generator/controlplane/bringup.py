@@ -1,0 +1,118 @@
+"""The local cluster's bring-up as ordered, named steps, each a small function of the supervisor
+that owns the cluster (its folder, its state, the children it starts). The supervisor runs them
+in order, writes each name to its log and to the state as it starts it, and on a failure stops
+what the earlier steps started. What each component runs is components.py's, built from one
+ControlPlane configuration chosen in the certificates step."""
+from __future__ import annotations
+
+import ssl
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
+
+if TYPE_CHECKING:
+    from generator.controlplane.supervisor import Supervisor
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[Supervisor], None]
+
+
+def pod_network(sup: Supervisor) -> None:
+    with network.choosing():
+        sup.network = network.PodNetwork.for_cluster(sup.layout.root)
+        sup.save(pod_network=sup.network)
+        sup.network.create()
+
+
+def certificates(sup: Supervisor) -> None:
+    free = network.free_port
+    sup.config = components.ControlPlane(
+        sup.layout, sup.network.gateway, sup.network.bridge, sup.network.cidr,
+        components.Ports(etcd=free(), etcd_peer=free(), apiserver=free(), controller_manager=free(), scheduler=free()),
+        kubelet.node_name(), sup.node.with_images(_operator_images(sup.operator_values or {})))
+    ca = pki.Authority(sup.layout.pki)
+    for cert in components.certificates(sup.config):
+        ca.issue(cert.stem, cert.cn, org=cert.org, server=cert.server, ips=list(cert.ips))
+    pki.service_account_key(sup.layout.pki)
+
+
+def etcd(sup: Supervisor) -> None:
+    child = sup.start(components.etcd(sup.config))
+    url = f"{sup.config.etcd_url}/health"
+    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60, "etcd to be healthy", child)
+
+
+def kube_apiserver(sup: Supervisor) -> None:
+    cfg = sup.config
+    child = sup.start(components.kube_apiserver(cfg))
+    sup.save(server=cfg.server, kubeconfig=str(cfg.layout.kubeconfig))
+    components.write_files(components.Component("admin", [], files=components.admin_kubeconfig(cfg)))
+    admin_cert, admin_key = cfg.cert("admin")
+    context = ssl.create_default_context(cafile=str(cfg.ca))
+    context.load_cert_chain(str(admin_cert), str(admin_key))
+    processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.server}/readyz", context=context, timeout=5).status == 200,
+                         180, "kube-apiserver to be ready", child)
+
+
+def kube_controller_manager(sup: Supervisor) -> None:
+    sup.start(components.kube_controller_manager(sup.config))
+
+
+def kube_scheduler(sup: Supervisor) -> None:
+    sup.start(components.kube_scheduler(sup.config))
+
+
+def node(sup: Supervisor) -> None:
+    from kubernetes import client
+
+    name = sup.config.node_name
+    child = sup.start(components.kubelet(sup.config))
+    core = client.CoreV1Api(operator.admin_client(sup.layout))
+    processes.wait_until(lambda: _node_ready(core, name), 120, f"node {name} to be Ready", child)
+    sup.save(node=name, operator=None)
+
+
+def default_storage(sup: Supervisor) -> None:
+    api = operator.admin_client(sup.layout)
+    operator.apply(api, [storage.storage_class()], "default")
+    storage.Provisioner(api, sup.layout.root / "volumes", sup.stopping).start()
+
+
+def operator_release(sup: Supervisor) -> None:
+    installed = operator.install(sup.layout, sup.operator_values)
+    sup.save(operator=installed)
+    operator.wait_ready(sup.layout, installed, sup.children["kubelet"])
+
+
+STEPS = [Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
+         Step("kube-apiserver", kube_apiserver), Step("kube-controller-manager", kube_controller_manager),
+         Step("kube-scheduler", kube_scheduler), Step("node", node), Step("default storage", default_storage),
+         Step("operator release", operator_release)]
+
+
+def steps(with_operator: bool) -> list[Step]:
+    """`cluster up --no-operator` stops before the release: the user installs it with helm."""
+    return [s for s in STEPS if with_operator or s.run is not operator_release]
+
+
+def _operator_images(values: dict) -> dict[str, str]:
+    """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
+    from generator.local import programs
+
+    deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    aliases = {programs.repository(container["image"]): programs.of("operator").repository}
+    for arg in container.get("args") or []:
+        if arg.startswith("--pytorch-init-container-image="):
+            aliases[programs.repository(arg.split("=", 1)[1])] = programs.of("init").repository
+    return aliases
+
+
+def _node_ready(core, name: str) -> bool:
+    conditions = core.read_node_status(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)

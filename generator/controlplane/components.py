@@ -1,0 +1,203 @@
+"""Each component of the local control plane as a pure function of one typed configuration:
+its argv, the environment it adds, and the files it reads (kubeconfigs). Nothing here starts a
+process or writes a file; bringup.py does, in order. The certificates' paths are derived from
+the cluster's folder (pki.files), so a builder names them before they exist."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from generator import paths
+from generator.controlplane import build, pki
+from generator.controlplane.layout import Layout
+from generator.controlplane.state import NodeOptions
+
+SERVICE_RANGE = "10.96.0.0/16"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+# The Node authorizer and NodeRestriction know a kubelet by this name and group.
+NODE_USER, NODE_GROUP = "system:node:{}", "system:nodes"
+# Components that talk to the API server with a client certificate and a kubeconfig of their own.
+CLIENTS = {"kube-controller-manager": "system:kube-controller-manager", "kube-scheduler": "system:kube-scheduler"}
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """Everything the components' argv depend on, chosen before any of them starts."""
+    layout: Layout
+    address: str  # the bridge's address: the API server listens here; pods and the host reach it
+    bridge: str
+    pod_cidr: str
+    ports: Ports
+    node_name: str
+    node: NodeOptions
+
+    @property
+    def server(self) -> str:
+        return f"https://{self.address}:{self.ports.apiserver}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.etcd}"
+
+    def cert(self, stem: str) -> tuple[Path, Path]:
+        return pki.files(self.layout.pki, stem)
+
+    @property
+    def ca(self) -> Path:
+        return pki.files(self.layout.pki, "ca")[0]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    stem: str
+    cn: str
+    org: str | None = None
+    server: bool = False
+    ips: tuple[str, ...] = tuple(pki.API_IPS)
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to the supervisor's environment
+    files: dict[Path, str] = field(default_factory=dict)  # written (mode 0600) before it starts
+
+
+def serving_stem(cfg: ControlPlane) -> str:
+    return f"apiserver-{cfg.address}"
+
+
+def certificates(cfg: ControlPlane) -> list[Certificate]:
+    """Every certificate the control plane's components present, with the identity it carries."""
+    return [
+        Certificate(serving_stem(cfg), "kube-apiserver", server=True, ips=(*pki.API_IPS, cfg.address)),
+        Certificate("admin", "pytorchjob-kit-admin", org="system:masters"),
+        Certificate("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"),
+        Certificate(f"kubelet-{cfg.node_name}", NODE_USER.format(cfg.node_name), org=NODE_GROUP),
+        *(Certificate(name, user) for name, user in CLIENTS.items()),
+    ]
+
+
+def kubeconfig(server: str, ca: Path, cert: Path, key: Path) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "pytorchjob-kit", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": "pytorchjob-kit", "context": {"cluster": "pytorchjob-kit", "user": "user",
+                                                            "namespace": "default"}}],
+        "current-context": "pytorchjob-kit",
+    }, sort_keys=False)
+
+
+def admin_kubeconfig(cfg: ControlPlane) -> dict[Path, str]:
+    """The user's kubeconfig, which `cluster up` prints."""
+    return {cfg.layout.kubeconfig: kubeconfig(cfg.server, cfg.ca, *cfg.cert("admin"))}
+
+
+def _client_kubeconfig(cfg: ControlPlane, name: str, stem: str) -> tuple[Path, dict[Path, str]]:
+    path = cfg.layout.component_kubeconfig(name)
+    return path, {path: kubeconfig(cfg.server, cfg.ca, *cfg.cert(stem))}
+
+
+def etcd(cfg: ControlPlane) -> Component:
+    # Loopback only: the API server is its one client, and no one else on the machine can read it.
+    return Component("etcd", [str(build.binary("etcd")), f"--data-dir={cfg.layout.etcd_data}",
+                              f"--listen-client-url={cfg.etcd_url}",
+                              f"--listen-peer-url=http://127.0.0.1:{cfg.ports.etcd_peer}"])
+
+
+def kube_apiserver(cfg: ControlPlane) -> Component:
+    serving_cert, serving_key = cfg.cert(serving_stem(cfg))
+    kubelet_cert, kubelet_key = cfg.cert("apiserver-kubelet-client")
+    sa_private, sa_public = pki.service_account_files(cfg.layout.pki)
+    return Component("kube-apiserver", [
+        str(build.binary("kube-apiserver")),
+        f"--etcd-servers={cfg.etcd_url}",
+        f"--bind-address={cfg.address}", f"--secure-port={cfg.ports.apiserver}", f"--advertise-address={cfg.address}",
+        f"--tls-cert-file={serving_cert}", f"--tls-private-key-file={serving_key}",
+        f"--client-ca-file={cfg.ca}",
+        f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa_public}",
+        f"--service-account-signing-key-file={sa_private}",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+        "--authorization-mode=Node,RBAC",
+        # No kube-proxy here: the API server reaches webhooks at their endpoints, the pods' own IPs.
+        "--enable-aggregator-routing=true",
+        "--endpoint-reconciler-type=none",
+        "--allow-privileged=true",
+        # pods/log reaches the kubelet at the Node's InternalIP, each side checking the other's certificate.
+        f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",
+        f"--kubelet-certificate-authority={cfg.ca}", "--kubelet-preferred-address-types=InternalIP",
+        "--profiling=false",
+    ])
+
+
+def _authenticated(path: Path) -> list[str]:
+    return [f"--kubeconfig={path}", f"--authentication-kubeconfig={path}", f"--authorization-kubeconfig={path}"]
+
+
+def kube_controller_manager(cfg: ControlPlane) -> Component:
+    name = "kube-controller-manager"
+    path, files = _client_kubeconfig(cfg, name, name)
+    sa_private, _ = pki.service_account_files(cfg.layout.pki)
+    return Component(name, [
+        str(build.binary(name)), *_authenticated(path),
+        "--bind-address=127.0.0.1", f"--secure-port={cfg.ports.controller_manager}",
+        f"--service-account-private-key-file={sa_private}", f"--root-ca-file={cfg.ca}",
+        "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_RANGE}",
+        "--leader-elect=false",
+    ], files=files)
+
+
+def kube_scheduler(cfg: ControlPlane) -> Component:
+    name = "kube-scheduler"
+    path, files = _client_kubeconfig(cfg, name, name)
+    return Component(name, [str(build.binary(name)), *_authenticated(path), "--bind-address=127.0.0.1",
+                            f"--secure-port={cfg.ports.scheduler}", "--leader-elect=false"], files=files)
+
+
+def kubelet(cfg: ControlPlane) -> Component:
+    """The process kubelet, the one node; its options as one JSON argument (state.NodeOptions)."""
+    _, files = _client_kubeconfig(cfg, "kubelet", f"kubelet-{cfg.node_name}")
+    return Component("kubelet", [
+        sys.executable, "-m", "generator.controlplane.kubelet", str(cfg.layout.root), f"--server={cfg.server}",
+        f"--node-name={cfg.node_name}", f"--bridge={cfg.bridge}", f"--pod-cidr={cfg.pod_cidr}",
+        f"--node={cfg.node.encode()}",
+    ], env={"PYTHONUNBUFFERED": "1"}, files=files)
+
+
+def helm_env(layout: Layout) -> dict[str, str]:
+    """The helm CLI against this cluster, its config and caches inside the cluster's folder."""
+    folder = layout.root / "helm"
+    return {"KUBECONFIG": str(layout.kubeconfig), "HELM_CONFIG_HOME": str(folder / "config"),
+            "HELM_CACHE_HOME": str(folder / "cache"), "HELM_DATA_HOME": str(folder / "data")}
+
+
+def operator_install(layout: Layout, values: dict, release: str, namespace: str, create_namespace: bool) -> Component:
+    """`helm install` of charts/pytorch-operator as a release that `helm list`, `upgrade`, `test`
+    and `uninstall` see, as a user would install it on any cluster."""
+    values_file = layout.root / "operator-values.yaml"
+    argv = [str(build.binary(build.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace",
+            namespace, "--values", str(values_file)]
+    if create_namespace:
+        argv.append("--create-namespace")
+    return Component("helm install", argv, env=helm_env(layout), files={values_file: yaml.safe_dump(values)})
+
+
+def write_files(component: Component) -> None:
+    for path, text in component.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o600)

@@ -1,0 +1,133 @@
+"""The typed state of one local cluster and of its node, and their one encoding each.
+
+`ClusterState` is what the supervisor writes to DIR/state.json as it brings the cluster up, and
+what `cluster up`, `status` and `down` read back. `NodeOptions` is what `cluster up` was asked for
+the node (capacity, image aliases); it travels supervisor -> kubelet as one JSON argument."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from generator.controlplane.network import PodNetwork
+from generator.errors import UserError
+
+# Raised when a field is added, renamed or changes meaning: a state file of another version is
+# refused by name instead of being half-read. Version 1 is the untyped file, which had no version.
+VERSION = 2
+LIVE_PHASES = ("starting", "ready", "degraded")
+
+
+class StateError(UserError):
+    """A state file this version cannot read; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """The process node as `cluster up` describes it: capacity (None: this machine's) and images
+    to run as known ones (repository -> known image's repository)."""
+    cpu: str | None = None
+    memory: str | None = None
+    gpus: int = 0
+    images: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def decode(cls, text: str) -> NodeOptions:
+        try:
+            raw = json.loads(text)
+            options = cls(**raw)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"--node {text!r} is not the node options' JSON ({exc}); the supervisor writes it, "
+                             "start the node with `python -m generator cluster up`") from None
+        if not isinstance(options.gpus, int) or not isinstance(options.images, dict):
+            raise ValueError(f"--node {text!r}: gpus must be an integer and images an object")
+        return options
+
+    def with_images(self, images: dict[str, str]) -> NodeOptions:
+        """These options with more aliases; the user's own win over the ones added."""
+        return NodeOptions(self.cpu, self.memory, self.gpus, {**images, **self.images})
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    log: str
+
+
+@dataclass(frozen=True)
+class OperatorRelease:
+    namespace: str
+    deployment: str
+    release: str
+
+
+@dataclass
+class ClusterState:
+    phase: str = "starting"  # starting, ready, degraded, failed, stopped
+    pid: int | None = None  # the supervisor's
+    error: str | None = None
+    step: str | None = None  # the bring-up step under way, or the last one
+    server: str | None = None
+    kubeconfig: str | None = None
+    node: str | None = None
+    operator: OperatorRelease | None = None
+    pod_network: PodNetwork | None = None
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"version": VERSION, **asdict(self)}, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterState:
+        """Raises ValueError naming what is wrong; `load` turns it into the user's error."""
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        version = raw.pop("version", 1)
+        if version != VERSION:
+            raise _OtherVersion(version)
+        unknown = set(raw) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown fields {', '.join(sorted(unknown))}")
+        try:
+            operator = raw.pop("operator", None)
+            network = raw.pop("pod_network", None)
+            children = raw.pop("processes", None) or {}
+            return cls(**raw, operator=OperatorRelease(**operator) if operator else None,
+                       pod_network=PodNetwork(**network) if network else None,
+                       processes={name: Process(**info) for name, info in children.items()})
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class _OtherVersion(ValueError):
+    def __init__(self, version):
+        super().__init__(f"written by another pytorchjob-kit version (state version {version!r}, this one reads {VERSION})")
+
+
+def load(path: Path) -> ClusterState | None:
+    """The state in `path`; None when there is none (no cluster was ever started there)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"{path}: cannot be read ({exc.strerror}); run as the user who started the cluster") from None
+    try:
+        return ClusterState.from_json(text)
+    except ValueError as exc:
+        reason = str(exc) if isinstance(exc, _OtherVersion) else f"not a cluster state ({exc})"
+        raise StateError(f"{path}: {reason}; run `python -m generator cluster down --dir {path.parent}`, which "
+                         "stops what that cluster left running without it and removes the file") from None
+
+
+def save(path: Path, state: ClusterState) -> None:
+    """Written whole or not at all: a reader never sees half a state."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(state.to_json())
+    os.replace(tmp, path)

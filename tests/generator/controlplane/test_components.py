@@ -1,0 +1,118 @@
+"""What each component of the local control plane is started with, built from one configuration
+without starting anything: the flags a user debugging the cluster would look for."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator.controlplane import bringup, build, components
+from generator.controlplane.layout import Layout
+from generator.controlplane.state import NodeOptions
+
+PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_manager=10257, scheduler=10259)
+
+
+@pytest.fixture
+def cfg(tmp_path) -> components.ControlPlane:
+    return components.ControlPlane(Layout(tmp_path / "c"), "10.244.7.1", "pjk0000", "10.244.7.0/24", PORTS, "box",
+                                   NodeOptions(cpu="4", memory="8Gi", gpus=1, images={"my/op": "ghcr.io/x/op"}))
+
+
+def flags(component: components.Component) -> dict[str, str]:
+    return dict(arg[2:].split("=", 1) for arg in component.argv[1:] if arg.startswith("--") and "=" in arg)
+
+
+def test_etcd_listens_on_loopback_only_with_its_data_in_the_cluster_folder(cfg):
+    etcd = components.etcd(cfg)
+    assert etcd.argv[0] == str(build.binary("etcd"))
+    assert flags(etcd) == {"data-dir": str(cfg.layout.root / "etcd"), "listen-client-url": "http://127.0.0.1:2379",
+                           "listen-peer-url": "http://127.0.0.1:2380"}
+
+
+def test_the_api_server_serves_on_the_bridge_with_the_clusters_certificates(cfg):
+    pki = cfg.layout.pki
+    got = flags(components.kube_apiserver(cfg))
+    assert got["etcd-servers"] == "http://127.0.0.1:2379"
+    assert (got["bind-address"], got["advertise-address"], got["secure-port"]) == ("10.244.7.1", "10.244.7.1", "6443")
+    assert got["tls-cert-file"] == str(pki / "apiserver-10.244.7.1.crt")
+    assert got["tls-private-key-file"] == str(pki / "apiserver-10.244.7.1.key")
+    assert got["client-ca-file"] == got["kubelet-certificate-authority"] == str(pki / "ca.crt")
+    assert got["service-account-key-file"] == str(pki / "sa.pub")
+    assert got["service-account-signing-key-file"] == str(pki / "sa.key")
+    assert got["kubelet-client-certificate"] == str(pki / "apiserver-kubelet-client.crt")
+    assert got["authorization-mode"] == "Node,RBAC"
+    # Webhooks are reached at their pods' IPs: there is no kube-proxy.
+    assert got["enable-aggregator-routing"] == "true" and got["kubelet-preferred-address-types"] == "InternalIP"
+    assert got["service-cluster-ip-range"] == "10.96.0.0/16"
+    assert cfg.server == "https://10.244.7.1:6443"
+
+
+@pytest.mark.parametrize(("build_it", "name", "port"), [(components.kube_controller_manager, "kube-controller-manager", "10257"),
+                                                        (components.kube_scheduler, "kube-scheduler", "10259")])
+def test_controllers_authenticate_with_a_kubeconfig_of_their_own(cfg, build_it, name, port):
+    component = build_it(cfg)
+    got = flags(component)
+    path = cfg.layout.root / "kubeconfigs" / f"{name}.yaml"
+    assert got["kubeconfig"] == got["authentication-kubeconfig"] == got["authorization-kubeconfig"] == str(path)
+    assert (got["bind-address"], got["secure-port"], got["leader-elect"]) == ("127.0.0.1", port, "false")
+    kubeconfig = yaml.safe_load(component.files[path])
+    assert kubeconfig["clusters"][0]["cluster"] == {"server": "https://10.244.7.1:6443",
+                                                    "certificate-authority": str(cfg.layout.pki / "ca.crt")}
+    assert kubeconfig["users"][0]["user"]["client-certificate"] == str(cfg.layout.pki / f"{name}.crt")
+
+
+def test_the_controller_manager_signs_tokens_with_the_service_account_key(cfg):
+    got = flags(components.kube_controller_manager(cfg))
+    assert got["service-account-private-key-file"] == str(cfg.layout.pki / "sa.key")
+    assert got["use-service-account-credentials"] == "true"
+
+
+def test_the_kubelet_gets_the_node_options_as_one_json_argument_that_decodes_back(cfg):
+    kubelet = components.kubelet(cfg)
+    got = flags(kubelet)
+    assert kubelet.argv[1:4] == ["-m", "generator.controlplane.kubelet", str(cfg.layout.root)]
+    assert (got["server"], got["node-name"], got["bridge"], got["pod-cidr"]) == \
+        ("https://10.244.7.1:6443", "box", "pjk0000", "10.244.7.0/24")
+    assert NodeOptions.decode(got["node"]) == cfg.node
+    path = cfg.layout.root / "kubeconfigs" / "kubelet.yaml"
+    assert yaml.safe_load(kubelet.files[path])["users"][0]["user"]["client-certificate"] == str(cfg.layout.pki / "kubelet-box.crt")
+
+
+def test_every_certificate_a_component_names_is_one_the_certificates_step_issues(cfg):
+    issued = {path for cert in components.certificates(cfg) for path in cfg.cert(cert.stem)}
+    named = set()
+    for build_it in (components.kube_apiserver, components.kube_controller_manager, components.kube_scheduler,
+                     components.kubelet):
+        component = build_it(cfg)
+        named |= {Path(v) for v in flags(component).values() if v.endswith((".crt", ".key")) and "/sa." not in v}
+        for text in component.files.values():
+            user = yaml.safe_load(text)["users"][0]["user"]
+            named |= {Path(user["client-certificate"]), Path(user["client-key"])}
+    named.discard(cfg.ca)
+    assert named and named <= issued
+    # The node is known to the Node authorizer by its name and group.
+    node = next(c for c in components.certificates(cfg) if c.stem == "kubelet-box")
+    assert (node.cn, node.org) == ("system:node:box", "system:nodes")
+    serving = next(c for c in components.certificates(cfg) if c.server)
+    assert "10.244.7.1" in serving.ips
+
+
+def test_the_operator_install_is_helm_install_of_the_chart_against_this_cluster(cfg):
+    helm = components.operator_install(cfg.layout, {"leaderElection": True}, "training-operator", "kubeflow",
+                                       create_namespace=True)
+    assert helm.argv[0] == str(build.binary("helm"))
+    assert helm.argv[1:4] == ["install", "training-operator", str(Path(helm.argv[3]))]
+    assert helm.argv[3].endswith("charts/pytorch-operator")
+    assert helm.argv[4:] == ["--namespace", "kubeflow", "--values", str(cfg.layout.root / "operator-values.yaml"),
+                             "--create-namespace"]
+    assert yaml.safe_load(helm.files[cfg.layout.root / "operator-values.yaml"]) == {"leaderElection": True}
+    assert helm.env["KUBECONFIG"] == str(cfg.layout.kubeconfig)
+
+
+def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_without_an_operator():
+    names = [s.name for s in bringup.steps(with_operator=True)]
+    assert names == ["pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
+                     "kube-scheduler", "node", "default storage", "operator release"]
+    assert [s.name for s in bringup.steps(with_operator=False)] == names[:-1]
