@@ -14,7 +14,7 @@ def release_option(fn):
 
 
 def _aliases(ctx, param, values) -> dict[str, str]:
-    from generator.local import programs
+    from generator.container import programs
 
     known = [p.repository for p in programs.known().values()]
     for value in values:

@@ -9,10 +9,11 @@ import hashlib
 import ipaddress
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from generator.container.ports import free_port  # noqa: F401 (the bring-up's name for it; defined once there)
 
 POD_RANGE = ipaddress.ip_network("10.244.0.0/16")  # one /24 of it per cluster
 NETNS_DIR = Path("/run/netns")
@@ -20,12 +21,6 @@ NETNS_DIR = Path("/run/netns")
 
 class NetworkError(Exception):
     """The pod network could not be set up; the message says what to change."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _ip(*args: str, check: bool = True) -> str:

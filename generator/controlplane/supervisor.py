@@ -200,7 +200,7 @@ class Supervisor:
 
 def _operator_images(values: dict) -> list[str]:
     """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
-    from generator.local import programs
+    from generator.container import programs
 
     deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]

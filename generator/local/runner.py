@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.local import programs
+from generator.container import programs
+from generator.container.process import Process, backoff
 from generator.local.plan import Plan, Replica
-from generator.local.process import Process, backoff
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
@@ -93,7 +93,7 @@ class Runner:
     def _start(self, state: State) -> None:
         r = state.replica
         try:
-            for folder in r.mounts.values():
+            for folder in [*r.mounts.values(), *([r.cwd] if r.cwd else [])]:
                 folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # as a kubelet's FailedMount: the job stops through the usual path
             state.proc, state.status, state.exit_code = None, "Failed", None
@@ -110,7 +110,7 @@ class Runner:
             self._emit(state, text)
 
         try:
-            state.proc = Process(r.argv, env, line)
+            state.proc = Process(r.argv, env, line, cwd=r.cwd)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127

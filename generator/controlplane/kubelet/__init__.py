@@ -22,11 +22,11 @@ import time
 import traceback
 from pathlib import Path
 
+from generator.container import programs
 from generator.controlplane import network, pki
 from generator.controlplane.kubelet import logs, node
 from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
 from generator.controlplane.layout import MARKER, Layout
-from generator.local import programs
 
 EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
 RESOLVER_SECONDS = 1.0

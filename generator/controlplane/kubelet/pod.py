@@ -13,12 +13,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.container import programs
+from generator.container.env import ConfigError, Sources, container_env
+from generator.container.process import BACKOFF_START, Process, backoff
 from generator.controlplane import network
 from generator.controlplane.kubelet import runtime
-from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
 from generator.controlplane.kubelet.volumes import MountError, Volumes
-from generator.local import programs
-from generator.local.process import BACKOFF_START, Process, backoff
 
 REFRESH_SECONDS = 2.0  # Secret, ConfigMap and token volumes follow the API this often
 DEFAULT_GRACE = 30
@@ -254,7 +254,7 @@ class PodWorker(threading.Thread):
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
-            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases)
+            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases, runtime.binaries())
         except programs.ImagePullError as exc:
             first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
             c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}

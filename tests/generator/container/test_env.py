@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator.controlplane.kubelet.env import ConfigError, container_env, expand, field, resource
+from generator.container.env import ConfigError, container_env, expand, field, resource
 
 POD = {"metadata": {"name": "job-worker-0", "namespace": "team", "uid": "u-1", "labels": {"app": "x", "tier": "db"},
                     "annotations": {"note": "hi"}},
