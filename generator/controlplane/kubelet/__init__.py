@@ -25,7 +25,7 @@ from pathlib import Path
 from generator.container import programs
 from generator.controlplane import network, pki
 from generator.controlplane.kubelet import logs, node
-from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
+from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now, transient
 from generator.controlplane.layout import MARKER, Layout
 
 EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
@@ -70,6 +70,8 @@ class Kubelet:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.told: dict[tuple, float] = {}
+        self.services: list = []  # the last Service listing that worked
+        self.services_failing = False
         self.host_hosts = Path("/etc/hosts").read_text(errors="replace") if Path("/etc/hosts").exists() else ""
 
     def log(self, text: str) -> None:
@@ -95,10 +97,21 @@ class Kubelet:
         return path
 
     def _services(self) -> list:
+        """The cluster's Services. A failed listing is not "no Services": the pods' resolvers keep
+        the last listing (told once in the log, until a listing works again) and the resolver's
+        next round tries again."""
         try:
-            return self.core.list_service_for_all_namespaces().items
-        except Exception:
-            return []
+            items = self.core.list_service_for_all_namespaces().items
+        except transient() as exc:
+            if not self.services_failing:
+                self.log(f"listing Services failed: {exc!r}; pods' resolvers keep the last listing and it is tried "
+                         f"again every {RESOLVER_SECONDS:g}s")
+            self.services_failing = True
+            return self.services
+        if self.services_failing:
+            self.log("listing Services works again")
+        self.services, self.services_failing = items, False
+        return items
 
     def _hosts(self, worker: PodWorker, services: list) -> str:
         with self.lock:
