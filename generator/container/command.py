@@ -63,13 +63,16 @@ class HostCommand:
 
 
 def on_host(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[str, str], mounts: dict[str, Path],
-            own: Path) -> HostCommand:
+            own: Path, given: dict[str, str] | None = None) -> HostCommand:
     """The container as a process on this machine's filesystem. `env` is the container's resolved
-    env; `mounts`: mountPath -> folder; `own`: the pod's own folder for what the container's disk
-    would hold. Paths map after expansion, as the values would be seen inside the container, and
-    before the interpreter goes in: a mount at /work must not move this machine's python."""
+    env; `given`: what of it the runtime set (paths of this machine, never mapped unless the pod
+    overrode them); `mounts`: mountPath -> folder; `own`: the pod's own folder for what the
+    container's disk would hold. Paths map after expansion, as the values would be seen inside
+    the container, and before the interpreter goes in: a mount at /work must not move this
+    machine's python."""
     argv = interpreter([map_path(a, mounts) for a in command_line(entrypoint, container, env)])
-    mapped = {k: map_path(v, mounts) for k, v in env.items()}
+    given = given or {}
+    mapped = {k: v if given.get(k) == v else map_path(v, mounts) for k, v in env.items()}
     own_output(mapped, container.get("command"), list(mounts.values()), own / "output")
     cwd = None
     if container.get("workingDir"):

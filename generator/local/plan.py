@@ -197,14 +197,16 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
     resolved = as_pod(pod, namespace, injected)
     container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
     sources = ShellSources(cwhere)
+    trainer = programs.of("trainer")
     try:
-        env = container_env(resolved, container, {}, sources, machine.allocatable())
+        # The image's ENV under the pod's, as the node builds it; the node's own additions are the README's differences.
+        env = container_env(resolved, container, trainer.env(), sources, machine.allocatable())
     except ConfigError as exc:
         problems.append(Finding(f"{cwhere}.env", str(exc),
                                 hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
         return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [], {}, mounts)
     problems.extend(p for p in sources.problems if p not in problems)  # once per spec, not per replica
-    host = on_host(programs.of("trainer").entrypoint, container, env, mounts, run_dir / DISKS / pod.name)
+    host = on_host(trainer.entrypoint, container, env, mounts, run_dir / DISKS / pod.name, trainer.env())
     return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, host.argv, host.env, mounts, host.cwd)
 
 

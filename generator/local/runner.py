@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.container import programs
 from generator.container.process import Process, backoff
 from generator.local.plan import Plan, Replica
 
@@ -38,6 +37,13 @@ class State:
     next_start: float | None = None  # set while it waits out the back-off
     same: int = 0  # failures in a row that ended alike
     last_failure: tuple = ()
+
+
+def process_env(replica: Replica, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The replica's env (the image's ENV with the pod's over it, as the plan resolved them) and, of
+    this shell, only what a node would also give: a home, a temp folder, the locale, the GPUs it may use."""
+    shell = os.environ if environ is None else environ
+    return {**{k: v for k, v in shell.items() if k in PASSED_THROUGH}, **replica.env}
 
 
 @dataclass
@@ -99,11 +105,7 @@ class Runner:
             state.proc, state.status, state.exit_code = None, "Failed", None
             state.tail.append(f"cannot make its volume folder: {exc}")
             return
-        # The pod's env over the image's, as a container gets them; of this shell only what a
-        # node would also give (a home, a temp folder, the locale, the GPUs it may use).
-        env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
-        env.update(programs.of("trainer").env())
-        env.update(r.env)
+        env = process_env(r)
 
         def line(text: str) -> None:
             state.tail.append(text)

@@ -285,6 +285,22 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
                                                                f"{self.pod_name}_{self.namespace}({self.uid})")
 
+    @property
+    def workdir(self) -> Path:
+        return self.folder / "workdir"
+
+    def resolve(self, c: Container, program: programs.Program) -> tuple[dict[str, str], dict[str, str]]:
+        """The container's env as this node resolves it, and what of it the node itself gave
+        (the image's ENV and the node's variables: paths of this machine, never mapped)."""
+        given = self.kubelet.base_env(program, self)
+        env = container_env(self.known(), c.spec, given, Sources(self.kubelet.core, self.namespace), self.kubelet.allocatable)
+        return env, given
+
+    def prepare(self, c: Container, program: programs.Program) -> runtime.Prepared:
+        """The container as `_start` would start it, without starting it."""
+        env, given = self.resolve(c, program)
+        return runtime.prepare(program, c.spec, env, self.volumes.paths, self.workdir, given)
+
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
@@ -302,8 +318,7 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Normal", "Pulled",
                                f'Container image "{c.spec.get("image")}" already present on machine ({program.what})')
         try:
-            env = container_env(self.known(), c.spec, self.kubelet.base_env(program, self), Sources(self.kubelet.core, self.namespace),
-                                self.kubelet.allocatable)
+            env, given = self.resolve(c, program)
         except ConfigError as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
@@ -321,7 +336,7 @@ class PodWorker(threading.Thread):
 
         try:
             c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
-                                   self.folder / "workdir", self.kubelet.toolbox, self.netns, line)
+                                   self.workdir, self.kubelet.toolbox, self.netns, line, given)
         except runtime.StartError as exc:
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}

@@ -83,7 +83,7 @@ class Prepared:
 
 
 def prepare(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path],
-            workdir: Path) -> Prepared:
+            workdir: Path, given: dict[str, str] | None = None) -> Prepared:
     """The container's argv, env, folder and mounts on this machine; raises StartError for what cannot start."""
     argv = command_line(program.entrypoint, container, env)
     mounts: list[tuple[Path, str, bool]] = []
@@ -98,7 +98,8 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
     env = {**env}
     if program.mode == programs.HOST:
         # The trainer sees its volumes as folders named in its args and env, the same code as `generator run`.
-        host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent)
+        host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent,
+                       given)
         return Prepared(host.argv, host.env, host.cwd or workdir, None)
     # Other images get their volumes mounted where they expect them, in their own mount namespace.
     binary = None
@@ -116,9 +117,11 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
 
 
 def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
-          hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None]) -> Process:
-    """The container's process, in the pod's network namespace `netns` (None: this machine's)."""
-    ready = prepare(program, container, env, volumes, workdir)
+          hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None],
+          given: dict[str, str] | None = None) -> Process:
+    """The container's process, in the pod's network namespace `netns` (None: this machine's);
+    `given`: what of `env` the node set rather than the pod."""
+    ready = prepare(program, container, env, volumes, workdir, given)
     ready.cwd.mkdir(parents=True, exist_ok=True)
     shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
