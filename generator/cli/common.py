@@ -32,7 +32,7 @@ def namespace_option(help: str, default: str | None = "default"):
 
 
 def _aliases(ctx, param, values) -> dict[str, str]:
-    from generator.local import programs
+    from generator.container import programs
 
     known = [p.repository for p in programs.known().values()]
     for value in values:

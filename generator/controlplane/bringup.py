@@ -10,6 +10,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from generator.container import ports
 from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def pod_network(sup: Supervisor) -> None:
 
 
 def certificates(sup: Supervisor) -> None:
-    free = network.free_port
+    free = ports.free_port
     sup.config = components.ControlPlane(
         sup.layout, sup.network.gateway, sup.network.bridge, sup.network.cidr,
         components.Ports(etcd=free(), etcd_peer=free(), apiserver=free(), controller_manager=free(), scheduler=free()),
@@ -102,7 +103,7 @@ def steps(with_operator: bool) -> list[Step]:
 
 def _operator_images(values: dict) -> dict[str, str]:
     """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
-    from generator.local import programs
+    from generator.container import programs
 
     deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]

@@ -9,7 +9,6 @@ import hashlib
 import ipaddress
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,6 @@ NETNS_DIR = Path("/run/netns")
 
 class NetworkError(Exception):
     """The pod network could not be set up; the message says what to change."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _ip(*args: str, check: bool = True) -> str:

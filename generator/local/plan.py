@@ -4,16 +4,16 @@ operator injects, the container's own env and command, and volumes mapped to fol
 Pure planning, no processes: generator.local.runner executes the plan."""
 from __future__ import annotations
 
-import os
 import shlex
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.controlplane.network import free_port
+from generator.container import machine, programs
+from generator.container.command import on_host
+from generator.container.env import ConfigError, ShellSources, container_env
+from generator.container.ports import free_port
 from generator.errors import Finding, UserError
-from generator.local import programs
-from generator.local.process import container_argv, map_path, own_output
 
 MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
 SHM = "/dev/shm"
@@ -28,6 +28,7 @@ class Replica:
     argv: list[str]
     env: dict[str, str]
     mounts: dict[str, Path] = field(default_factory=dict)  # container path -> local folder
+    cwd: Path | None = None  # the container's workingDir as a folder; None: the shell's
 
 
 DISKS = "pods"  # under the run folder: what dies with a pod on a cluster
@@ -55,28 +56,6 @@ class Plan:
     @property
     def has_master(self) -> bool:
         return any(r.role == "Master" for r in self.replicas)
-
-
-def _env_value(item: dict, pod: str, namespace: str, problems: list[Finding], where: str) -> str | None:
-    if "value" in item or "valueFrom" not in item:
-        return str(item.get("value", ""))
-    source = item["valueFrom"]
-    if "fieldRef" in source:
-        return {"metadata.name": pod, "metadata.namespace": namespace, "status.podIP": "127.0.0.1",
-                "spec.nodeName": socket.gethostname(), "status.hostIP": "127.0.0.1"}.get(
-            source["fieldRef"].get("fieldPath"), "")
-    ref = source.get("secretKeyRef") or source.get("configMapKeyRef")
-    if ref is not None:
-        # Secrets and ConfigMaps live in the cluster; locally the same variable comes from your shell.
-        if item["name"] in os.environ:
-            return os.environ[item["name"]]
-        if ref.get("optional"):
-            return None
-        kind = "Secret" if "secretKeyRef" in source else "ConfigMap"
-        problems.append(Finding(where, f"comes from {kind} {ref.get('name')}/{ref.get('key')}, which only a cluster has",
-                                item["name"], f"export {item['name']}=... in this shell to run locally"))
-        return None
-    return None
 
 
 def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None) -> Plan:
@@ -108,8 +87,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         for i in range(count):
             env = _operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs)
             replicas.append(_replica(Pod(name, f"{role.lower()}-{i}", role, rank, rspec.get("restartPolicy") or "OnFailure",
-                                         pod_spec, "pytorch", where), env, run_dir, namespace, aliases, shared,
-                                     problems, notes))
+                                         pod_spec, "pytorch", where, rspec["template"].get("metadata") or {}), env,
+                                     run_dir, namespace, aliases, shared, problems, notes))
             rank += 1
     if problems:
         raise UserError(problems, source=name)
@@ -168,6 +147,20 @@ class Pod:
     spec: dict
     main: str  # the training container: pytorch (v1) or node (Trainer v2)
     where: str  # the spec's path, for findings
+    meta: dict = field(default_factory=dict)  # the template's metadata: labels and annotations for the downward API
+
+
+def as_pod(pod: Pod, namespace: str, injected: dict[str, str]) -> dict:
+    """The pod a controller would create, as the downward API sees it here: this machine is its
+    node and loopback its address. `injected` goes after the container's own env, as the
+    operator appends its variables to the pod spec, so `$(MASTER_ADDR)` in args expands too."""
+    spec = {**pod.spec, "nodeName": socket.gethostname(), "containers": [
+        {**c, "env": [*(c.get("env") or []), *({"name": k, "value": v} for k, v in injected.items())]}
+        if c.get("name") == pod.main else c for c in pod.spec["containers"]]}
+    meta = {"labels": {}, "annotations": {}, **pod.meta, "name": f"{pod.job}-{pod.name}", "namespace": namespace}
+    loopback = [{"ip": "127.0.0.1"}]
+    return {"metadata": meta, "spec": spec,
+            "status": {"podIP": "127.0.0.1", "podIPs": loopback, "hostIP": "127.0.0.1", "hostIPs": loopback}}
 
 
 def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, aliases: dict[str, str] | None,
@@ -198,20 +191,23 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
                                     f"maps {mount['mountPath']} outside {run_dir} (through a symlink or '..')",
                                     str(mounts[mount["mountPath"]].resolve()),
                                     f"remove the symlink under {run_dir}, or use --run-dir elsewhere"))
-    env: dict[str, str] = {}
-    for j, item in enumerate(container.get("env") or []):
-        value = _env_value(item, f"{pod.job}-{pod.name}", namespace, problems, f"{cwhere}.env[{j}]")
-        if value is not None:
-            env[item["name"]] = map_path(value, mounts)
     if container.get("envFrom"):
         notes.append(f"{pod.role}: envFrom sources live in the cluster; export what the job needs in this shell")
-    command = container.get("command") or []
-    # Paths map before the interpreter is put in: a mount at /work must not move this machine's python.
-    argv = container_argv([map_path(a, mounts) for a in command],
-                          [map_path(a, mounts) for a in container.get("args") or []])
-    own_output(env, command, list(mounts.values()), run_dir / DISKS / pod.name / "output")
-    env.update(injected)
-    return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, argv, env, mounts)
+    # The same resolution as the process node's: $(VAR), the downward API, Secrets from this shell.
+    resolved = as_pod(pod, namespace, injected)
+    container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
+    sources = ShellSources(cwhere)
+    trainer = programs.of("trainer")
+    try:
+        # The image's ENV under the pod's, as the node builds it; the node's own additions are the README's differences.
+        env = container_env(resolved, container, trainer.env(), sources, machine.allocatable())
+    except ConfigError as exc:
+        problems.append(Finding(f"{cwhere}.env", str(exc),
+                                hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
+        return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [], {}, mounts)
+    problems.extend(p for p in sources.problems if p not in problems)  # once per spec, not per replica
+    host = on_host(trainer.entrypoint, container, env, mounts, run_dir / DISKS / pod.name, trainer.env())
+    return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, host.argv, host.env, mounts, host.cwd)
 
 
 def launch_warnings(argv: list[str]) -> list[str]:

@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.local import programs
+from generator.container.process import Process, backoff
 from generator.local.plan import Plan, Replica
-from generator.local.process import Process, backoff
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
@@ -38,6 +37,13 @@ class State:
     next_start: float | None = None  # set while it waits out the back-off
     same: int = 0  # failures in a row that ended alike
     last_failure: tuple = ()
+
+
+def process_env(replica: Replica, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The replica's env (the image's ENV with the pod's over it, as the plan resolved them) and, of
+    this shell, only what a node would also give: a home, a temp folder, the locale, the GPUs it may use."""
+    shell = os.environ if environ is None else environ
+    return {**{k: v for k, v in shell.items() if k in PASSED_THROUGH}, **replica.env}
 
 
 @dataclass
@@ -93,24 +99,20 @@ class Runner:
     def _start(self, state: State) -> None:
         r = state.replica
         try:
-            for folder in r.mounts.values():
+            for folder in [*r.mounts.values(), *([r.cwd] if r.cwd else [])]:
                 folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # as a kubelet's FailedMount: the job stops through the usual path
             state.proc, state.status, state.exit_code = None, "Failed", None
             state.tail.append(f"cannot make its volume folder: {exc}")
             return
-        # The pod's env over the image's, as a container gets them; of this shell only what a
-        # node would also give (a home, a temp folder, the locale, the GPUs it may use).
-        env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
-        env.update(programs.of("trainer").env())
-        env.update(r.env)
+        env = process_env(r)
 
         def line(text: str) -> None:
             state.tail.append(text)
             self._emit(state, text)
 
         try:
-            state.proc = Process(r.argv, env, line)
+            state.proc = Process(r.argv, env, line, cwd=r.cwd)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127

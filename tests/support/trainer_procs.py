@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.local.plan import free_port  # noqa: F401 (re-exported for the trainer tests)
+from generator.container.ports import free_port  # noqa: F401 (re-exported for the trainer tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,12 +24,12 @@ import time
 import traceback
 from pathlib import Path
 
+from generator.container import ports, programs
 from generator.controlplane import network, pki
 from generator.controlplane.kubelet import logs, node
-from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now
+from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now, transient
 from generator.controlplane.layout import MARKER, Layout
 from generator.controlplane.state import NodeOptions
-from generator.local import programs
 
 EVENT_REPEAT_SECONDS = 300.0  # the same event for the same pod is told once in this long
 RESOLVER_SECONDS = 1.0
@@ -73,6 +73,8 @@ class Kubelet:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.told: dict[tuple, float] = {}
+        self.services: list = []  # the last Service listing that worked
+        self.services_failing = False
         self.host_hosts = Path("/etc/hosts").read_text(errors="replace") if Path("/etc/hosts").exists() else ""
 
     def log(self, text: str) -> None:
@@ -98,10 +100,21 @@ class Kubelet:
         return path
 
     def _services(self) -> list:
+        """The cluster's Services. A failed listing is not "no Services": the pods' resolvers keep
+        the last listing (told once in the log, until a listing works again) and the resolver's
+        next round tries again."""
         try:
-            return self.core.list_service_for_all_namespaces().items
-        except Exception:
-            return []
+            items = self.core.list_service_for_all_namespaces().items
+        except transient() as exc:
+            if not self.services_failing:
+                self.log(f"listing Services failed: {exc!r}; pods' resolvers keep the last listing and it is tried "
+                         f"again every {RESOLVER_SECONDS:g}s")
+            self.services_failing = True
+            return self.services
+        if self.services_failing:
+            self.log("listing Services works again")
+        self.services, self.services_failing = items, False
+        return items
 
     def _hosts(self, worker: PodWorker, services: list) -> str:
         with self.lock:
@@ -296,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     options: NodeOptions = args.node
     pods = network.PodNetwork(args.bridge, args.pod_cidr)
     kubelet = Kubelet(Layout(args.dir.resolve()), args.server, node.capacity(options.cpu, options.memory, options.gpus),
-                      name, pods, args.port or network.free_port(pods.gateway), options.images)
+                      name, pods, args.port or ports.free_port(pods.gateway), options.images)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: kubelet.stopping.set())
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` writes every thread's stack to the kubelet's log

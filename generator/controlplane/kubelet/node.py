@@ -5,13 +5,13 @@ node lifecycle controller expects."""
 from __future__ import annotations
 
 import datetime
-import os
 import platform
+
+from generator.container.machine import allocatable as capacity  # noqa: F401 (the node's capacity is this machine's)
 
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 STATUS_SECONDS = 60.0  # the full status (conditions' heartbeat) when nothing changed
-POD_CAPACITY = "110"
 
 
 def kubelet_version() -> str:
@@ -23,22 +23,6 @@ def kubelet_version() -> str:
 
 def micro() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def machine_memory() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def capacity(cpu: str | None, memory: str | None, gpus: int) -> dict[str, str]:
-    out = {"cpu": cpu or str(os.cpu_count() or 1), "memory": memory or f"{machine_memory() // 1024}Ki",
-           "pods": POD_CAPACITY, "ephemeral-storage": "100Gi"}
-    if gpus:
-        out["nvidia.com/gpu"] = str(gpus)
-    return out
 
 
 def manifest(name: str, pod_cidr: str) -> dict:

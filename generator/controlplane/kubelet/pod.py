@@ -13,16 +13,25 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.container import programs
+from generator.container.env import ConfigError, Sources, container_env
+from generator.container.process import BACKOFF_START, Process, backoff
 from generator.controlplane import network
 from generator.controlplane.kubelet import runtime
-from generator.controlplane.kubelet.env import ConfigError, Sources, container_env
 from generator.controlplane.kubelet.volumes import MountError, Volumes
-from generator.local import programs
-from generator.local.process import BACKOFF_START, Process, backoff
 
 REFRESH_SECONDS = 2.0  # Secret, ConfigMap and token volumes follow the API this often
 DEFAULT_GRACE = 30
+NODE_ERROR = "NodeError"  # the pod's reason when this node failed on a bug running it
 SHUTDOWN_GRACE = 5.0  # each container's grace when the node itself stops
+
+
+def transient() -> tuple[type[BaseException], ...]:
+    """What a step meets when the API server is away or restarting: worth trying again."""
+    from kubernetes.client import ApiException
+    from urllib3.exceptions import HTTPError
+
+    return ApiException, HTTPError, OSError
 
 
 def now() -> str:
@@ -105,6 +114,8 @@ class PodWorker(threading.Thread):
         self.started_at = now()
         self.phase = "Pending"
         self.reason = ""
+        self.message = ""
+        self.broken = False  # a bug stopped this worker driving the pod; it only reports and awaits deletion
         self.init = [Container(c, True) for c in pod["spec"].get("initContainers") or []]
         self.main = [Container(c, False) for c in pod["spec"]["containers"]]
         for c in self.main:
@@ -167,16 +178,39 @@ class PodWorker(threading.Thread):
                     except Exception as exc:  # the watch hands the deletion over again after a relist
                         self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: deletion failed: {exc!r}")
                     return
-                try:
-                    self._step()
-                except Exception as exc:  # the API server restarting: the next step tries again
-                    self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: {exc!r}")
+                if not self.broken:
+                    try:
+                        self._step()
+                    except transient() as exc:  # the API server restarting: the next step tries again
+                        self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: {exc!r}")
+                    except Exception as exc:  # noqa: BLE001 (a bug: told once, then this pod is left alone)
+                        self._broke(exc)
                 self._report()
                 self.stopping.wait(0.2)
         finally:
             self._kill_all(SHUTDOWN_GRACE)
             self._remove_sandbox()
             self.finished.set()
+
+    def _broke(self, exc: Exception) -> None:
+        """A programming error in this node: retrying would repeat it every step for ever. The
+        pod fails with a reason its owner's controller and `generator diagnose` see, its
+        containers stop, and the node's log has the traceback once."""
+        import traceback
+
+        self.broken = True
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: the process node failed on a bug and stops running "
+                         f"this pod:\n{''.join(traceback.format_exception(exc)).rstrip()}")
+        self.phase, self.reason = "Failed", NODE_ERROR
+        self.message = (f"the process node failed running this pod ({type(exc).__name__}: {exc} at "
+                        f"{Path(where.filename).name}:{where.lineno}); its log has the traceback; delete the pod "
+                        "to run it again, and report the bug")
+        self.kubelet.event(self.pod, "Warning", NODE_ERROR, self.message)
+        try:
+            self._kill_all(self._grace())
+        except Exception as again:  # noqa: BLE001 (the pod is failed already; the loop's end kills what is left)
+            self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: stopping its containers failed too: {again!r}")
 
     def _step(self) -> None:
         if self.phase in ("Succeeded", "Failed"):
@@ -251,10 +285,26 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container {c.name} in pod "
                                                                f"{self.pod_name}_{self.namespace}({self.uid})")
 
+    @property
+    def workdir(self) -> Path:
+        return self.folder / "workdir"
+
+    def resolve(self, c: Container, program: programs.Program) -> tuple[dict[str, str], dict[str, str]]:
+        """The container's env as this node resolves it, and what of it the node itself gave
+        (the image's ENV and the node's variables: paths of this machine, never mapped)."""
+        given = self.kubelet.base_env(program, self)
+        env = container_env(self.known(), c.spec, given, Sources(self.kubelet.core, self.namespace), self.kubelet.allocatable)
+        return env, given
+
+    def prepare(self, c: Container, program: programs.Program) -> runtime.Prepared:
+        """The container as `_start` would start it, without starting it."""
+        env, given = self.resolve(c, program)
+        return runtime.prepare(program, c.spec, env, self.volumes.paths, self.workdir, given)
+
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
-            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases)
+            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases, runtime.binaries())
         except programs.ImagePullError as exc:
             first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
             c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}
@@ -268,8 +318,7 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Normal", "Pulled",
                                f'Container image "{c.spec.get("image")}" already present on machine ({program.what})')
         try:
-            env = container_env(self.known(), c.spec, self.kubelet.base_env(program, self), Sources(self.kubelet.core, self.namespace),
-                                self.kubelet.allocatable)
+            env, given = self.resolve(c, program)
         except ConfigError as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
@@ -287,7 +336,7 @@ class PodWorker(threading.Thread):
 
         try:
             c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
-                                   self.folder / "workdir", self.kubelet.toolbox, self.netns, line)
+                                   self.workdir, self.kubelet.toolbox, self.netns, line, given)
         except runtime.StartError as exc:
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
@@ -455,6 +504,8 @@ class PodWorker(threading.Thread):
             status["initContainerStatuses"] = [c.status() for c in self.init]
         if self.pod_ip:
             status["podIP"], status["podIPs"] = self.pod_ip, [{"ip": self.pod_ip}]
+        if self.reason:
+            status["reason"], status["message"] = self.reason, self.message
         return status
 
     def _report(self) -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from generator.controlplane.kubelet.env import expand
-from generator.local import programs
-from generator.local.process import Process, container_argv, map_path, own_output
+from generator.container import programs
+from generator.container.command import command_line, on_host
+from generator.container.process import Process
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
@@ -64,19 +65,27 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
     return "\n".join(lines)
 
 
-def command_line(program: programs.Program, container: dict, env: dict[str, str]) -> list[str]:
-    """command and args as Kubernetes combines them with the image's ENTRYPOINT, $(VAR) expanded."""
-    command = container.get("command")
-    args = container.get("args") or []
-    if not command:
-        command = list(program.entrypoint)
-    return [expand(str(a), env) for a in [*command, *args]]
+def binaries() -> dict[str, Path]:
+    """The built programs images stand for: the control plane's build knows where they are."""
+    from generator.controlplane import build
+
+    return {"operator": build.binary(build.OPERATOR_BINARY)}
 
 
-def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
-          hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None]) -> Process:
-    """The container's process, in the pod's network namespace `netns` (None: this machine's)."""
-    argv = command_line(program, container, env)
+@dataclass
+class Prepared:
+    """A container as it will start, before anything starts: what the parity test compares with `generator run`."""
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    mounts: list[tuple[Path, str, bool]] | None  # (folder, mountPath, read-only); None: written into argv and env
+    binary: Path | None = None
+
+
+def prepare(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path],
+            workdir: Path, given: dict[str, str] | None = None) -> Prepared:
+    """The container's argv, env, folder and mounts on this machine; raises StartError for what cannot start."""
+    argv = command_line(program.entrypoint, container, env)
     mounts: list[tuple[Path, str, bool]] = []
     for mount in container.get("volumeMounts") or []:
         source = volumes.get(mount["name"])
@@ -86,31 +95,38 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
             source = source / mount["subPath"]
             source.mkdir(parents=True, exist_ok=True)
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
-    workdir.mkdir(parents=True, exist_ok=True)
     env = {**env}
-    binary, shell = None, program.mode == programs.SHELL
     if program.mode == programs.HOST:
-        # The trainer sees its volumes as folders named in its args and env, as under `generator run`.
-        paths = {target: source for source, target, _ in mounts if target != SHM}
-        argv = container_argv(*[[map_path(a, paths) for a in part] for part in (argv[:1], argv[1:])])
-        env = {k: map_path(v, paths) for k, v in env.items()}
-        own_output(env, container.get("command"), list(paths.values()), workdir.parent / "output")
-        mounts = None
+        # The trainer sees its volumes as folders named in its args and env, the same code as `generator run`.
+        host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent,
+                       given)
+        return Prepared(host.argv, host.env, host.cwd or workdir, None)
+    # Other images get their volumes mounted where they expect them, in their own mount namespace.
+    binary = None
+    if program.mode == programs.SHELL:
+        env["PATH"] = f"{TOOLBOX}:{env.get('PATH', '/usr/bin:/bin')}"
+    elif argv[0] != program.entrypoint[0]:
+        raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")
     else:
-        # Mounted where the container expects them, in its own mount namespace.
-        if program.mode == programs.SHELL:
-            env["PATH"] = f"{TOOLBOX}:{env.get('PATH', '/usr/bin:/bin')}"
-        elif argv[0] != program.entrypoint[0]:
-            raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")
-        else:
-            binary = program.binary
-        for _, target, _ in mounts:
-            if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
-                raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
-                                 f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
+        binary = program.binary
+    for _, target, _ in mounts:
+        if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
+            raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
+                             f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
+    return Prepared(argv, env, workdir, mounts, binary)
+
+
+def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
+          hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None],
+          given: dict[str, str] | None = None) -> Process:
+    """The container's process, in the pod's network namespace `netns` (None: this machine's);
+    `given`: what of `env` the node set rather than the pod."""
+    ready = prepare(program, container, env, volumes, workdir, given)
+    ready.cwd.mkdir(parents=True, exist_ok=True)
+    shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
-    wrapped = [*joined, *_unshare(), "sh", "-c", mount_script(hostname, hosts, mounts, binary, toolbox if shell else None, argv)]
+    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv)
     try:
-        return Process(wrapped, env, on_line, cwd=workdir)
+        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=ready.cwd)
     except OSError as exc:
-        raise StartError(f"cannot start {argv[0]}: {exc}") from exc
+        raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc

@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from generator.controlplane.kubelet.env import ConfigError, field
+from generator.container.env import ConfigError, field
 
 TOKEN_REFRESH = 0.8  # renew a token once 80% of its life is gone, as the kubelet does
 

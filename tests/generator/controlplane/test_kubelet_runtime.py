@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from generator.container import programs as images
 from generator.controlplane.kubelet import runtime
-from generator.local import programs as images
 
 pytestmark = pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux unshare")
 

@@ -331,7 +331,7 @@ def test_a_rerun_starts_with_fresh_pod_disks_and_keeps_the_claims(tmp_path):
 
 
 def test_restarts_back_off_and_identical_failures_end_the_run(tmp_path, monkeypatch):
-    from generator.local import process
+    from generator.container import process
 
     monkeypatch.setattr(process, "BACKOFF_START", 0.2)  # 10 s, doubling, as the kubelet
     body, marker = local_jobs.job("crashloop", "import sys; print('bad config'); sys.exit(3)")

@@ -1,9 +1,9 @@
-"""What a container's env and command line become on the process node, by Kubernetes' rules."""
+"""What a container's env becomes on the process node and under `generator run`, by Kubernetes' rules."""
 from __future__ import annotations
 
 import pytest
 
-from generator.controlplane.kubelet.env import ConfigError, container_env, expand, field, resource
+from generator.container.env import ConfigError, ShellSources, container_env, expand, field, resource
 
 POD = {"metadata": {"name": "job-worker-0", "namespace": "team", "uid": "u-1", "labels": {"app": "x", "tier": "db"},
                     "annotations": {"note": "hi"}},
@@ -55,3 +55,21 @@ def test_env_in_order_each_value_expanded_against_what_came_before():
         {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}
     env = container_env(POD, container, {"BASE": "base"}, sources=None, node_allocatable={})
     assert env == {"BASE": "base", "B": "$(A)-b", "A": "a", "C": "a-base", "POD": "job-worker-0"}
+
+
+def test_under_run_secret_and_config_map_keys_come_from_the_shell_and_every_missing_one_is_told():
+
+
+    sources = ShellSources("spec.x.containers[pytorch]", environ={"TOKEN": "from-shell"})
+    container = {"name": "pytorch", "env": [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+        {"name": "AUTH", "value": "Bearer $(TOKEN)"},
+        {"name": "REGION", "valueFrom": {"configMapKeyRef": {"name": "site", "key": "region"}}},
+        {"name": "SALT", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "salt"}}},
+        {"name": "EXTRA", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "extra", "optional": True}}}]}
+    env = container_env(POD, container, {}, sources, {})
+    assert env == {"TOKEN": "from-shell", "AUTH": "Bearer from-shell"}
+    assert [(f.path, f.value, f.hint) for f in sources.problems] == [
+        ("spec.x.containers[pytorch].env[2]", "REGION", "export REGION=... in this shell to run locally"),
+        ("spec.x.containers[pytorch].env[3]", "SALT", "export SALT=... in this shell to run locally")]
+    assert "comes from ConfigMap site/region, which only a cluster has" in sources.problems[0].render()

@@ -1,11 +1,16 @@
-"""A container's environment and command line as the kubelet makes them: the downward API,
-Secret and ConfigMap keys read from the API server, and $(VAR) references expanded."""
+"""A container's environment as the kubelet makes it, for the process node and `generator run`
+alike: envFrom, then env in order with `$(VAR)` references expanded, the downward API, and
+Secret and ConfigMap keys, read from the API server on the node (Sources) and from the shell's
+variables of the same name under `generator run` (ShellSources)."""
 from __future__ import annotations
 
 import base64
+import os
 import re
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
+from generator.errors import Finding
 from generator.job import quantity
 
 
@@ -85,7 +90,7 @@ class Sources:
                 self.cache[key] = None
         return self.cache[key]
 
-    def key(self, kind: str, ref: dict) -> str | None:
+    def key(self, kind: str, ref: dict, variable: str = "", where: str = "") -> str | None:
         data = self.data(kind, ref["name"])
         if data is None:
             if ref.get("optional"):
@@ -98,7 +103,30 @@ class Sources:
         return data[ref["key"]]
 
 
-def container_env(pod: dict, container: dict, base: dict[str, str], sources: Sources,
+class ShellSources:
+    """`generator run`'s Secrets and ConfigMaps: this machine has no cluster to read them from, so
+    a variable that comes from one takes the shell's variable of the same name. What the shell
+    lacks is collected as a finding (all of them at once), not raised."""
+
+    def __init__(self, where: str, environ: Mapping[str, str] | None = None):
+        self.where, self.environ = where, os.environ if environ is None else environ
+        self.problems: list[Finding] = []
+
+    def data(self, kind: str, name: str) -> dict[str, str]:
+        return {}  # envFrom names no variables to look for; the plan tells the user to export them
+
+    def key(self, kind: str, ref: dict, variable: str = "", where: str = "") -> str | None:
+        if variable in self.environ:
+            return self.environ[variable]
+        if not ref.get("optional"):
+            label = "Secret" if kind == "secret" else "ConfigMap"
+            self.problems.append(Finding(f"{self.where}.{where}", f"comes from {label} {ref.get('name')}/{ref.get('key')}, "
+                                         "which only a cluster has", variable,
+                                         f"export {variable}=... in this shell to run locally"))
+        return None
+
+
+def container_env(pod: dict, container: dict, base: dict[str, str], sources: Sources | ShellSources,
                   node_allocatable: dict[str, str]) -> dict[str, str]:
     """envFrom first, then env in order, each value expanded against what came before it."""
     env = dict(base)
@@ -112,7 +140,7 @@ def container_env(pod: dict, container: dict, base: dict[str, str], sources: Sou
             raise ConfigError(f'{kind} "{ref.get("name")}" not found')
         for key, value in data.items():
             env[source.get("prefix", "") + key] = value
-    for item in container.get("env") or []:
+    for j, item in enumerate(container.get("env") or []):
         source = item.get("valueFrom")
         if source is None:
             env[item["name"]] = expand(str(item.get("value", "")), env)
@@ -122,9 +150,9 @@ def container_env(pod: dict, container: dict, base: dict[str, str], sources: Sou
         elif "resourceFieldRef" in source:
             value = resource(pod, {"containerName": container["name"], **source["resourceFieldRef"]}, node_allocatable)
         elif "secretKeyRef" in source:
-            value = sources.key("secret", source["secretKeyRef"])
+            value = sources.key("secret", source["secretKeyRef"], item["name"], f"env[{j}]")
         elif "configMapKeyRef" in source:
-            value = sources.key("configMap", source["configMapKeyRef"])
+            value = sources.key("configMap", source["configMapKeyRef"], item["name"], f"env[{j}]")
         else:
             raise ConfigError(f"env {item['name']}: valueFrom {sorted(source)} is not supported")
         if value is not None:

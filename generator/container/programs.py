@@ -1,19 +1,22 @@
 """Which program each image is on this machine, for the process node and `generator run` alike.
 An image names a filesystem this machine does not have, so each image the project's charts use
 maps to the local program it stands for; any other image fails the way a pull of a missing image
-fails, unless `--image REPO=KNOWN` says it is a copy of a known one."""
+fails, unless `--image REPO=KNOWN` says it is a copy of a known one.
+
+Built programs (the operator) live where the control plane's build puts them; that package passes
+their paths in (`binaries`), so this one knows nothing of how they are built."""
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from generator import paths
-from generator.controlplane import build
-from generator.local.process import ENTRYPOINT
+from generator.container.command import ENTRYPOINT
 
 HOST = "host"  # runs on this machine's filesystem; volume paths in args and env become their folders
 PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
@@ -26,7 +29,7 @@ class Program:
     repository: str
     mode: str
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
-    binary: Path | None = None  # what the image's entrypoint path is on this machine (PRIVATE)
+    binary: Path | None = None  # what the image's entrypoint path is on this machine (PRIVATE), once passed in
     what: str = ""
 
     def env(self) -> dict[str, str]:
@@ -59,8 +62,9 @@ def _chart_image(chart: Path) -> dict:
     return yaml.safe_load((chart / "values.yaml").read_text())
 
 
-def known() -> dict[str, Program]:
-    """The charts' own images: their repositories are read from the charts' values, never restated."""
+def known(binaries: Mapping[str, Path] | None = None) -> dict[str, Program]:
+    """The charts' own images: their repositories are read from the charts' values, never restated.
+    `binaries`: role -> the built program a PRIVATE image runs (the control plane knows where)."""
     job_values = _chart_image(paths.JOB_CHART)
     operator_values = _chart_image(paths.OPERATOR_CHART)
     trainer = job_values["image"]["repository"]
@@ -68,23 +72,24 @@ def known() -> dict[str, Program]:
     init = repository(operator_values["pytorchInitContainerImage"])
     helm_test = repository(operator_values["helmTest"]["image"])
     programs = [
-        Program("trainer", trainer, HOST, tuple(ENTRYPOINT), what=f"python -m trainer from {paths.ROOT}"),
-        Program("operator", operator, PRIVATE, ("/manager",), build.binary(build.OPERATOR_BINARY),
-                what="the operator built into the cache"),
+        Program("trainer", trainer, HOST, ENTRYPOINT, what=f"python -m trainer from {paths.ROOT}"),
+        Program("operator", operator, PRIVATE, ("/manager",), what="the operator built into the cache"),
         Program("init", init, SHELL, ("sh",), what="this machine's sh"),
         Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),
         Program("test", helm_test, SHELL, ("curl",), what="this machine's sh and curl, for `helm test`"),
     ]
-    return {p.repository: p for p in programs}
+    binaries = binaries or {}
+    return {p.repository: replace(p, binary=binaries.get(p.role)) for p in programs}
 
 
 def of(role: str) -> Program:
     return next(p for p in known().values() if p.role == role)
 
 
-def resolve(image: str, aliases: dict[str, str] | None = None) -> Program:
-    """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the trainer)."""
-    programs = known()
+def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None) -> Program:
+    """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the trainer).
+    Without `binaries` a built program resolves with no binary: `generator run` never starts one."""
+    programs = known(binaries)
     name = repository(image)
     program = programs.get((aliases or {}).get(name, name))
     if program is None:

@@ -6,7 +6,8 @@ import shutil
 import pytest
 import yaml
 
-from generator.local import programs
+from generator.container import programs
+from generator.controlplane.kubelet import runtime
 from tests.support import scenarios
 
 
@@ -70,10 +71,12 @@ def test_every_image_a_chart_renders_runs_here_or_is_refused_with_the_mapping_th
     assert images, "the scenario renders no image"
     named = yaml.safe_dump(scenarios.values(chart, name))  # a mirror is named in the values; the rest are the charts' own
     for obj, image, role in images:
-        known = programs.of(role)
+        # As the node resolves images: with the built programs the control plane passes in.
+        binaries = runtime.binaries()
+        known = next(p for p in programs.known(binaries).values() if p.role == role)
         repository = programs.repository(image)
         try:
-            program = programs.resolve(image)
+            program = programs.resolve(image, binaries=binaries)
         except programs.ImagePullError as refused:
             message = str(refused)
             if not unbuilt(known, message):
@@ -81,7 +84,7 @@ def test_every_image_a_chart_renders_runs_here_or_is_refused_with_the_mapping_th
                 assert message.startswith(f'image "{image}" cannot run on this machine'), (obj, message)
                 assert f"`--image {repository}=<one of them>`" in message and known.repository in message, (obj, message)
             try:
-                program = programs.resolve(image, {repository: known.repository})  # the mapping the hint offers
+                program = programs.resolve(image, {repository: known.repository}, binaries)  # the mapping the hint offers
             except programs.ImagePullError as still:
                 assert unbuilt(known, str(still)), (obj, str(still))
                 continue

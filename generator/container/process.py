@@ -1,4 +1,4 @@
-"""One container's processes on this machine, shared by `generator run` and the process kubelet:
+"""One container's processes on this machine, shared by `generator run` and the process node:
 started in a process group of its own (torchrun's workers included), output read line by line,
 stopped with SIGTERM, the grace period, then SIGKILL, and exit codes read as a container runtime
 reports them (killed by signal N is 128+N)."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,46 +21,6 @@ def backoff(previous: float, restarts: int, ran: float) -> float:
     if ran > BACKOFF_RESET or restarts == 0:
         return 0.0
     return max(BACKOFF_START, min(BACKOFF_MAX, previous * 2 or BACKOFF_START))
-
-ENTRYPOINT = ["python", "-m", "trainer"]  # the trainer image's ENTRYPOINT
-
-
-def container_argv(command: list[str] | None, args: list[str] | None) -> list[str]:
-    """The container's command on this machine: python and torchrun become this interpreter, so
-    the trainer runs with the packages it was installed with."""
-    argv = list(command or ENTRYPOINT) + list(args or [])
-    head = argv[0]
-    if head in ("python", "python3") or head.startswith("python3."):
-        return [sys.executable] + argv[1:]
-    if head == "torchrun":
-        return [sys.executable, "-m", "torch.distributed.run"] + argv[1:]
-    return argv
-
-
-def map_path(value: str, mounts: dict[str, Path]) -> str:
-    """Container paths under a mount point become the local folder, in args and env alike."""
-    for container_path in sorted(mounts, key=len, reverse=True):
-        local = str(mounts[container_path])
-        if value == container_path or value.startswith(container_path + "/"):
-            return local + value[len(container_path):]
-        for sep in ("=", ":"):  # --output-dir=/opt/pytorch/output, PATHS=a:/data/x
-            marker = sep + container_path
-            if marker in value:
-                head, _, tail = value.partition(marker)
-                if not tail or tail.startswith("/"):
-                    return head + sep + local + tail
-    return value
-
-
-def own_output(env: dict[str, str], command: list[str] | None, folders: list[Path], own: Path) -> None:
-    """The trainer writes to OUTPUT_DIR. Where that is a path on the container's own disk (the
-    image's default /opt/pytorch/output, or OUTPUT_DIR where the pod has no volume), it becomes a
-    folder of the pod's own: never a path of this machine outside the run."""
-    output = env.get("OUTPUT_DIR")
-    if (not command and output is None) or (output and output.startswith("/") and
-                                             not any(output.startswith(str(f)) for f in folders)):
-        env["OUTPUT_DIR"] = str(own)
-
 
 def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode

@@ -1,0 +1,25 @@
+"""This machine as a node: what its containers may use (the downward API's resourceFieldRef
+reads it where a container sets no limit). The process node registers it as its capacity;
+`generator run` resolves the same references against it."""
+from __future__ import annotations
+
+import os
+
+POD_CAPACITY = "110"  # the kubelet's default maxPods
+
+
+def memory_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def allocatable(cpu: str | None = None, memory: str | None = None, gpus: int = 0) -> dict[str, str]:
+    """This machine's CPUs and memory unless told otherwise, plus nvidia.com/gpu when asked."""
+    out = {"cpu": cpu or str(os.cpu_count() or 1), "memory": memory or f"{memory_bytes() // 1024}Ki",
+           "pods": POD_CAPACITY, "ephemeral-storage": "100Gi"}
+    if gpus:
+        out["nvidia.com/gpu"] = str(gpus)
+    return out

@@ -1,0 +1,50 @@
+"""A container's command line, env and folder as a process on this machine's filesystem: what
+both `generator run` and the node start for the trainer (test_parity.py compares the two)."""
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+from generator.container.command import ENTRYPOINT, on_host
+from generator.container.ports import free_port
+
+MOUNTS = {"/data": Path("/runs/job/results"), "/data/cache": Path("/runs/job/pods/master-0/cache")}
+OWN = Path("/runs/job/pods/master-0")
+
+
+def test_no_command_runs_the_images_entrypoint_with_this_interpreter_and_its_own_output_folder():
+    host = on_host(ENTRYPOINT, {"args": ["--epochs=$(N)"]}, {"N": "3"}, {}, OWN)
+    assert host.argv == [sys.executable, "-m", "trainer", "--epochs=3"]
+    assert host.env == {"N": "3", "OUTPUT_DIR": str(OWN / "output")}  # never the image's /opt/pytorch/output here
+    assert host.cwd is None
+
+
+def test_mount_paths_become_folders_after_expansion_the_deepest_mount_first():
+    container = {"command": ["torchrun", "--nproc-per-node=1", "--module", "trainer"],
+                 "args": ["--data=$(ROOT)/x", "/data/cache/y", "PATHS=a:/data", "/database"]}
+    env = {"ROOT": "/data", "OUTPUT_DIR": "/data/out", "LIST": "a:/data/z"}
+    host = on_host(ENTRYPOINT, container, env, MOUNTS, OWN)
+    assert host.argv == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", "--module", "trainer",
+                         "--data=/runs/job/results/x", "/runs/job/pods/master-0/cache/y", "PATHS=a:/runs/job/results",
+                         "/database"]  # a path that only starts with a mount's letters is not under it
+    assert host.env == {"ROOT": "/runs/job/results", "OUTPUT_DIR": "/runs/job/results/out", "LIST": "a:/runs/job/results/z"}
+
+
+def test_what_the_runtime_gave_is_never_mapped_but_the_pods_own_value_is():
+    mounts = {"/usr": Path("/runs/job/pods/master-0/usr")}
+    given = {"PATH": "/usr/bin:/bin", "HOME": "/usr/home"}
+    host = on_host(ENTRYPOINT, {"command": ["python"]}, {**given, "TOOLS": "/usr/tools"}, mounts, OWN, given)
+    assert host.env["PATH"] == "/usr/bin:/bin" and host.env["HOME"] == "/usr/home"
+    assert host.env["TOOLS"] == "/runs/job/pods/master-0/usr/tools"
+
+
+def test_working_dir_is_its_volumes_folder_or_one_on_the_pods_own_disk():
+    assert on_host(ENTRYPOINT, {"workingDir": "/data/run"}, {}, MOUNTS, OWN).cwd == Path("/runs/job/results/run")
+    assert on_host(ENTRYPOINT, {"workingDir": "/opt/app"}, {}, MOUNTS, OWN).cwd == OWN / "workdir" / "opt" / "app"
+
+
+def test_a_free_port_can_be_bound():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))

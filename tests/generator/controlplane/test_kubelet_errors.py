@@ -1,0 +1,114 @@
+"""What the process node does when something goes wrong that is not the pod's doing: a bug in the
+node fails that pod once, visibly, instead of retrying it five times a second for ever; and an API
+server that cannot list Services leaves every pod's resolver as it was, instead of emptying it."""
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from kubernetes.client import ApiException
+
+from generator.controlplane import kubelet as kubelets
+from generator.controlplane.kubelet import pod as pods
+
+UID = "8d6f0c1e-0000-4000-8000-000000000002"
+
+
+class Node:
+    """What a PodWorker asks of its kubelet, with the events, log lines and status reports it gets."""
+
+    def __init__(self, root) -> None:
+        self.root, self.toolbox, self.aliases, self.node_ip = root, root / "toolbox", {}, "10.244.0.1"
+        self.events: list[tuple[str, str, str]] = []
+        self.lines: list[str] = []
+        self.reports: list[dict] = []
+        self.core = SimpleNamespace(patch_namespaced_pod_status=lambda name, ns, body, **_: self.reports.append(body))
+
+    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
+        self.events.append((kind, reason, message))
+
+    def log(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def worker(tmp_path, step) -> tuple[pods.PodWorker, Node, list[int]]:
+    pod = {"metadata": {"name": "web", "namespace": "default", "uid": UID},
+           "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["true"]}]}}
+    node = Node(tmp_path)
+    w = pods.PodWorker(node, pod)
+    calls: list[int] = []
+
+    def counted() -> None:
+        calls.append(1)
+        step()
+
+    w._step = counted
+    w._remove_sandbox = lambda: None
+    return w, node, calls
+
+
+def run_for(w: pods.PodWorker, seconds: float) -> None:
+    thread = threading.Thread(target=w.run, daemon=True)
+    thread.start()
+    w.stopping.wait(seconds)
+    w.stopping.set()
+    thread.join(10)
+
+
+def test_a_bug_in_the_node_fails_the_pod_once_with_a_reason_and_is_not_retried(tmp_path):
+    def bug() -> None:
+        raise KeyError("containerStatuses")
+
+    w, node, calls = worker(tmp_path, bug)
+    run_for(w, 1.0)  # five steps' worth
+    assert calls == [1]
+    assert [e[:2] for e in node.events] == [("Warning", pods.NODE_ERROR)]
+    assert "KeyError: 'containerStatuses'" in node.events[0][2] and "report the bug" in node.events[0][2]
+    told = [line for line in node.lines if "failed on a bug" in line]
+    assert len(told) == 1 and "Traceback" in told[0]
+    status = node.reports[-1]["status"]
+    assert status["phase"] == "Failed" and status["reason"] == pods.NODE_ERROR
+
+
+def test_an_api_server_away_is_retried_every_step_without_failing_the_pod(tmp_path):
+    def away() -> None:
+        raise ApiException(status=503, reason="Service Unavailable")
+
+    w, node, calls = worker(tmp_path, away)
+    run_for(w, 1.0)
+    assert len(calls) >= 3
+    assert node.events == [] and node.reports[-1]["status"]["phase"] == "Pending"
+
+
+class Core:
+    """Lists Services as told: an item list, or an exception to raise."""
+
+    def __init__(self) -> None:
+        self.answers: list = []
+
+    def list_service_for_all_namespaces(self):
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return SimpleNamespace(items=answer)
+
+
+def service(name: str) -> SimpleNamespace:
+    return SimpleNamespace(metadata=SimpleNamespace(name=name, namespace="default"),
+                           spec=SimpleNamespace(selector={"app": name}, cluster_ip="10.96.0.9"))
+
+
+def test_a_failed_service_listing_keeps_the_last_one_and_is_told_once_until_it_works_again():
+    kubelet = kubelets.Kubelet.__new__(kubelets.Kubelet)  # no API server: only the listing is under test
+    kubelet.core, kubelet.services, kubelet.services_failing = Core(), [], False
+    lines: list[str] = []
+    kubelet.log = lines.append
+    web = service("web")
+    kubelet.core.answers = [[web], ConnectionRefusedError(111, "Connection refused"),
+                            ApiException(status=500), [web, service("db")]]
+    assert kubelet._services() == [web]
+    assert kubelet._services() == [web]  # not "no Services": pods keep resolving web
+    assert kubelet._services() == [web]
+    assert len([line for line in lines if line.startswith("listing Services failed")]) == 1
+    assert [s.metadata.name for s in kubelet._services()] == ["web", "db"]
+    assert lines[-1] == "listing Services works again"
