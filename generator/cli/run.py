@@ -1,6 +1,7 @@
 """`run`: a job on this machine, as the operator would run its pods."""
 from __future__ import annotations
 
+import itertools
 import signal
 import sys
 from pathlib import Path
@@ -43,16 +44,20 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
     if previous:
         click.echo(f"note: pods start with fresh disks: the last run's pod folders are now in {previous}", err=True)
     signals: list[int] = []
+    count = itertools.count()
 
     def stop(signum, _frame) -> None:
+        # A second Ctrl-C may land inside this handler; next() on the counter cannot be split by
+        # it, so exactly one of the two calls is the second, whichever order they run in.
+        again = next(count) > 0
+        signals.append(signum)
+        runner.request_stop(f"stopped by {signal.Signals(signum).name}", now=again)
         try:
-            click.echo("killing the replicas now" if signals else
+            click.echo("killing the replicas now" if again else
                        f"stopping the replicas ({local_runner.GRACE_SECONDS:g}s to finish; Ctrl-C again kills them now)",
                        err=True)
-        except BrokenPipeError:  # nobody reads stderr any more: the replicas must stop all the same
+        except BrokenPipeError:  # nobody reads stderr any more: the replicas stop all the same
             pass
-        signals.append(signum)
-        runner.request_stop(f"stopped by {signal.Signals(signum).name}")
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)

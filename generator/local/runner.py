@@ -144,14 +144,13 @@ class Runner:
         state.status = status
 
     # -- the operator's loop --------------------------------------------------------------
-    def request_stop(self, why: str) -> None:
-        """The first request stops the replicas with their grace period; a second kills them now."""
-        if self.stop_requested:
+    def request_stop(self, why: str, now: bool = False) -> None:
+        """Stop the replicas with their grace period, or `now` without it (a second Ctrl-C)."""
+        self.stop_requested = self.stop_requested or why
+        if now:
             for state in self.states:
                 if state.proc:
                     state.proc.kill_group()
-            return
-        self.stop_requested = why
 
     def fresh_disks(self) -> Path | None:
         """As a new pod starts with empty disks: the last run's pod folders move to pods.previous
