@@ -114,6 +114,7 @@ def leftovers(cluster, release: str) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(900)  # two 3-pod trainings of five epochs, two helm upgrades and tests, each waited for
 def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(cluster, workdir):
     from kubernetes import client
 
