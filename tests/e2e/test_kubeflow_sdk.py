@@ -1,20 +1,23 @@
 """Real clients on the local cluster see our jobs as on any cluster: the official Kubeflow training
 SDK (`kubeflow-training`, what notebooks, Katib and pipelines use) follows a job from `generator
 submit` and one from `helm install` of the chart, and the generator's commands take a job the SDK
-created; kubectl's wait, logs, events and describe read a finished job from `submit`."""
+created; kubectl's wait, logs, events and describe read a finished job from `submit`. The SDK runs
+in a venv of its own (tests/support/kubeflow_sdk.py says why), which `make e2e` makes and names in
+KUBEFLOW_SDK_PYTHON."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
 import pytest
 
+from tests.support import ROOT
 from tests.support.trainjobs import IMAGE
 
 pytestmark = pytest.mark.e2e
-sdk = pytest.importorskip("kubeflow.training", reason="needs the Kubeflow SDK: pip install kubeflow-training==1.9.4 "
-                                                      "(the test extra has it)")
+SDK_PYTHON = os.environ.get("KUBEFLOW_SDK_PYTHON", "")
 
 NS = "sdk"
 # Two pods each, one short epoch on data the trainer makes offline.
@@ -31,32 +34,25 @@ def kubectl(cluster, *args: str, timeout: float = 120) -> subprocess.CompletedPr
                           timeout=timeout)
 
 
-def sdk_job(name: str):
-    """A PyTorchJob as a notebook writes one with the SDK's models: a runPolicy with nothing set."""
-    from kubeflow.training import models
-    from kubernetes.client import V1Container, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec, V1ResourceRequirements
-
-    def template() -> V1PodTemplateSpec:
-        return V1PodTemplateSpec(spec=V1PodSpec(containers=[V1Container(
-            name="pytorch", image=IMAGE, args=TRAINING,
-            resources=V1ResourceRequirements(requests={"cpu": "100m", "memory": "128Mi"}))]))
-
-    return models.KubeflowOrgV1PyTorchJob(
-        api_version="kubeflow.org/v1", kind="PyTorchJob", metadata=V1ObjectMeta(name=name, namespace=NS),
-        spec=models.KubeflowOrgV1PyTorchJobSpec(run_policy=models.KubeflowOrgV1RunPolicy(), pytorch_replica_specs={
-            "Master": models.KubeflowOrgV1ReplicaSpec(replicas=1, template=template()),
-            "Worker": models.KubeflowOrgV1ReplicaSpec(replicas=1, template=template())}))
+def sdk(cluster, *args: str) -> dict:
+    """tests/support/kubeflow_sdk.py with the SDK's venv, against this cluster."""
+    if not SDK_PYTHON:
+        pytest.skip("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
+    action, *rest = args
+    done = subprocess.run([SDK_PYTHON, str(ROOT / "tests" / "support" / "kubeflow_sdk.py"), action,
+                           str(cluster.kubeconfig), NS, *rest], capture_output=True, text=True, timeout=660)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.fixture(scope="module")
-def jobs(cluster, training_client, tmp_path_factory):
+def jobs(cluster, tmp_path_factory):
     """sdkjob from `generator submit`, helmjob from `helm install` and fromsdk from the SDK's
     `create_job`, started together (so they train side by side) in a namespace of this module's own."""
     from kubernetes import client
 
     from generator.controlplane import build, operator
     from generator.controlplane.layout import Layout
-    from tests.support import ROOT
 
     core = client.CoreV1Api(cluster.api())
     core.create_namespace({"metadata": {"name": NS}})
@@ -69,7 +65,8 @@ def jobs(cluster, training_client, tmp_path_factory):
     done = subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
                            str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    training_client.create_job(job=sdk_job("fromsdk"))
+    if SDK_PYTHON:
+        sdk(cluster, "create", "fromsdk", IMAGE, *TRAINING)
     try:
         yield ("sdkjob", "helmjob")
     finally:
@@ -77,30 +74,21 @@ def jobs(cluster, training_client, tmp_path_factory):
         core.delete_namespace(NS)
 
 
-@pytest.fixture(scope="module")
-def training_client(cluster):
-    from kubeflow.training import TrainingClient
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=configuration)
-    return TrainingClient(client_configuration=configuration, namespace=NS)
-
-
-def test_the_sdk_follows_jobs_from_submit_and_helm_to_success_with_their_pods_and_logs(jobs, training_client):
+def test_the_sdk_follows_jobs_from_submit_and_helm_to_success_with_their_pods_and_logs(cluster, jobs):
+    read = sdk(cluster, "follow", *jobs)
     for name in jobs:
-        job = training_client.wait_for_job_conditions(name, wait_timeout=600, polling_interval=2)
+        assert read[name]["succeeded"] is True
         # The SDK's model of the job read back whole: the runPolicy the chart always writes.
-        assert job.spec.run_policy.clean_pod_policy == "None" and job.spec.run_policy.suspend is False
-        assert training_client.is_job_succeeded(name)
-        assert sorted(training_client.get_job_pod_names(name)) == [f"{name}-master-0", f"{name}-worker-0"]
-        logs, _ = training_client.get_job_logs(name, is_master=False)
-        assert sorted(logs) == [f"{name}-master-0", f"{name}-worker-0"]
-        assert LAST_LINE in logs[f"{name}-master-0"]  # rank 0 alone logs its training
-    assert {j.metadata.name for j in training_client.list_jobs()} >= set(jobs)
+        assert read[name]["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False}
+        assert read[name]["pods"] == [f"{name}-master-0", f"{name}-worker-0"]
+        assert sorted(read[name]["logs"]) == [f"{name}-master-0", f"{name}-worker-0"]
+        assert LAST_LINE in read[name]["logs"][f"{name}-master-0"]  # rank 0 alone logs its training
+    assert set(jobs) <= set(read["listed"])
 
 
 def test_generator_commands_take_a_job_the_sdk_created(cluster, jobs):
+    if not SDK_PYTHON:
+        pytest.skip("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
     waited = cluster.cli("wait", "fromsdk", "-n", NS, "--for", "Succeeded", "--timeout", "600", timeout=660)
     assert waited.returncode == 0, waited.stderr
     assert waited.stdout.strip() == "pytorchjob fromsdk succeeded"
