@@ -36,9 +36,17 @@ test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 
 # The end-to-end suite on a real control plane; the first run on a machine builds it from Go modules.
-e2e: venv
+e2e: venv $(VENV)/kubeflow-sdk/bin/python
 	$(PY) -m generator cluster build
-	$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
+	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python \
+		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
+
+# The official Kubeflow training SDK, for tests/e2e/test_kubeflow_sdk.py, in a venv of its own:
+# kubeflow-training 1.9.4 caps the kubernetes client below 36, and the generator's server-side
+# apply needs a newer one.
+$(VENV)/kubeflow-sdk/bin/python:
+	$(PYTHON) -m venv $(VENV)/kubeflow-sdk
+	$(VENV)/kubeflow-sdk/bin/pip install --quiet kubeflow-training==1.9.4
 
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.

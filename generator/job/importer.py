@@ -6,6 +6,7 @@ back the same is refused by name, so nothing is silently dropped."""
 from __future__ import annotations
 
 import copy
+import functools
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
@@ -164,7 +165,8 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
                                      "has fields the chart cannot carry", sorted(unknown_meta),
                                      "remove them; pods get their names from the operator")], source=source)
 
-    run_policy = spec.get("runPolicy") or {}
+    # A default the chart states for an unset value imports back as that unset value.
+    run_policy = _without_stated_defaults(spec.get("runPolicy") or {})
     scheduling = run_policy.get("schedulingPolicy") or {}
     d["runPolicy"] = {"cleanPodPolicy": run_policy.get("cleanPodPolicy", ""),
                       "ttlSecondsAfterFinished": run_policy.get("ttlSecondsAfterFinished"),
@@ -248,9 +250,23 @@ def normalise(job: dict) -> dict:
         for key in ("nodeSelector", "affinity", "securityContext"):
             if pod.get(key) == {}:
                 pod.pop(key)
-    if job.get("spec", {}).get("runPolicy") == {}:
-        job["spec"].pop("runPolicy")
+    if "runPolicy" in job.get("spec", {}):
+        job["spec"]["runPolicy"] = _without_stated_defaults(job["spec"]["runPolicy"] or {})
+        if not job["spec"]["runPolicy"]:
+            job["spec"].pop("runPolicy")
     return job
+
+
+@functools.cache
+def _stated_defaults() -> dict:
+    """The runPolicy the chart writes when the values leave it unset: the operator's defaults,
+    read off the chart itself so that the chart stays their one source."""
+    return render_job(defaults.chart_defaults())["spec"]["runPolicy"]
+
+
+def _without_stated_defaults(run_policy: dict) -> dict:
+    stated = _stated_defaults()
+    return {k: v for k, v in run_policy.items() if k not in stated or v != stated[k]}
 
 
 def compare(original: dict, rendered: dict, path: str = "") -> list[str]:

@@ -42,7 +42,9 @@ def test_defaults_are_a_cpu_gloo_job_with_master_and_two_workers():
         assert specs[role]["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
         assert "tolerations" not in p
     assert others == []
-    assert "elasticPolicy" not in job["spec"] and "nprocPerNode" not in job["spec"] and "runPolicy" not in job["spec"]
+    assert "elasticPolicy" not in job["spec"] and "nprocPerNode" not in job["spec"]
+    # The operator's defaults, written so that clients reading the job back get a whole runPolicy.
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False}
 
 
 def test_standard_labels_on_job_and_pods():
@@ -181,6 +183,15 @@ def test_run_policy_and_kueue_label():
     assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 0,
                                         "activeDeadlineSeconds": 60, "backoffLimit": 2, "suspend": True,
                                         "schedulingPolicy": {"queue": "q", "priorityClass": "high", "minAvailable": 2}}
+
+
+def test_run_policy_states_only_the_operators_defaults():
+    """Unset values get the operator's defaults (cleanPodPolicy None, suspend false); a value the
+    operator has no default for stays out rather than being invented."""
+    job, _ = render({"runPolicy": {"backoffLimit": 3, "suspend": None}})
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False, "backoffLimit": 3}
+    job, _ = render({"runPolicy": {"cleanPodPolicy": "Running"}})
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": False}
 
 
 def test_pod_level_settings_and_passthrough():

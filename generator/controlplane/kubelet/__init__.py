@@ -6,7 +6,8 @@ The sandbox is a network namespace with the pod's own IP on the cluster's bridge
 containers: they reach each other on localhost, listen on any port without meeting another
 pod, and the API server reaches the pod at its IP, as the EndpointSlice controller lists it. The
 resolver is an /etc/hosts of the pod's own, kept current, in which each Service names the IPs
-of the running pods it selects (there is no kube-proxy for ClusterIPs).
+of the pods kube-proxy would send its traffic to (there is no kube-proxy for ClusterIPs), and a
+headless Service those of all its running pods, ready ones first.
 
     python -m generator.controlplane.kubelet DIR --server URL --bridge NAME --pod-cidr CIDR
         [--node-name NAME] [--port PORT] [--node JSON]
@@ -129,10 +130,13 @@ class Kubelet:
             names = f"{n}.{ns} {n}.{ns}.svc {n}.{ns}.svc.cluster.local"
             if ns == worker.namespace:
                 names = f"{n} {names}"
-            # Ready pods first: a resolver answers with the first line that names the host.
-            chosen = sorted((w for w in running if w.namespace == ns and all(
-                (w.pod["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())),
-                key=lambda w: not w.ready)
+            selected = [w for w in running if w.namespace == ns and all(
+                (w.pod["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())]
+            if svc.spec.cluster_ip == "None":
+                # Ready pods first: a resolver answers with the first line that names the host.
+                chosen = sorted(selected, key=lambda w: not w.ready)
+            else:
+                chosen = _serving(selected)
             lines += [f"{w.pod_ip}\t{names}" for w in chosen]
             if svc.spec.cluster_ip == "None":
                 # A headless Service also names each pod whose subdomain it is: <hostname>.<service>,
@@ -292,6 +296,16 @@ class Kubelet:
             w.finished.wait(SHUTDOWN_GRACE + 15)
         if getattr(self, "logs", None):
             self.logs.shutdown()
+
+
+def _serving(pods: list[PodWorker]) -> list[PodWorker]:
+    """The pods a Service with a ClusterIP sends traffic to, as kube-proxy picks them: the Ready ones
+    not being deleted, else the Ready ones being deleted; never a pod that is not Ready. So while a
+    Deployment rolls, clients reach the old pod until the new one is Ready. (A resolver sorts the
+    addresses of a name by their prefix shared with its own, so order alone cannot keep them away.)"""
+    ready = [w for w in pods if w.ready]
+    staying = [w for w in ready if not w.pod["metadata"].get("deletionTimestamp")]
+    return staying or ready
 
 
 def main(argv: list[str] | None = None) -> int:

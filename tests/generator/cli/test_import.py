@@ -27,6 +27,26 @@ def test_import_then_render_gives_back_the_same_pytorchjob(manifest, tmp_path):
     assert set(job["spec"]["pytorchReplicaSpecs"]) == set(original["spec"]["pytorchReplicaSpecs"])
 
 
+def test_run_policy_the_chart_states_imports_back_as_unset(tmp_path):
+    """A job as the chart renders it (runPolicy with the operator's defaults) and one without any
+    runPolicy both import to values that leave runPolicy alone; a non-default value is kept."""
+    base = yaml.safe_load((MANIFESTS / "vsphere-gpu.yaml").read_text())
+    base["spec"].pop("runPolicy", None)
+    stated, chosen = copy.deepcopy(base), copy.deepcopy(base)
+    stated["spec"]["runPolicy"] = {"cleanPodPolicy": "None", "suspend": False}
+    chosen["spec"]["runPolicy"] = {"cleanPodPolicy": "Running", "suspend": False}
+    imported = {}
+    for name, job in (("absent", base), ("stated", stated), ("chosen", chosen)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(job))
+        code, out, err = run("import", str(path))
+        assert code == 0, err
+        imported[name] = yaml.safe_load(out)
+    assert "runPolicy" not in imported["absent"] and "runPolicy" not in imported["stated"]
+    assert imported["absent"] == imported["stated"]
+    assert imported["chosen"]["runPolicy"] == {"cleanPodPolicy": "Running"}
+
+
 def test_compare_notices_differences():
     original = yaml.safe_load(OURS[0].read_text())
     changed = yaml.safe_load(OURS[0].read_text())
