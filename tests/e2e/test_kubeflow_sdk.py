@@ -37,7 +37,7 @@ def kubectl(cluster, *args: str, timeout: float = 120) -> subprocess.CompletedPr
 def sdk(cluster, *args: str) -> dict:
     """tests/support/kubeflow_sdk.py with the SDK's venv, against this cluster."""
     if not SDK_PYTHON:
-        pytest.skip("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
+        pytest.fail("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
     action, *rest = args
     done = subprocess.run([SDK_PYTHON, str(ROOT / "tests" / "support" / "kubeflow_sdk.py"), action,
                            str(cluster.kubeconfig), NS, *rest], capture_output=True, text=True, timeout=660)
@@ -88,7 +88,7 @@ def test_the_sdk_follows_jobs_from_submit_and_helm_to_success_with_their_pods_an
 
 def test_generator_commands_take_a_job_the_sdk_created(cluster, jobs):
     if not SDK_PYTHON:
-        pytest.skip("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
+        pytest.fail("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
     waited = cluster.cli("wait", "fromsdk", "-n", NS, "--for", "Succeeded", "--timeout", "600", timeout=660)
     assert waited.returncode == 0, waited.stderr
     assert waited.stdout.strip() == "pytorchjob fromsdk succeeded"
