@@ -213,7 +213,7 @@ def _hoist_shared(d: dict) -> dict:
 
 def render_job(values: dict, release: str = "import", namespace: str = "default") -> dict:
     objects = helm.render_objects(paths.JOB_CHART, values, release, namespace)
-    return next(o for o in objects if o["kind"] == "PyTorchJob")
+    return next(o for o in objects if o["kind"] == admission.KIND)
 
 
 def normalise(job: dict) -> dict:
