@@ -7,11 +7,10 @@ import os
 import re
 from dataclasses import dataclass
 
-from generator import kinds
+from generator import FIELD_MANAGER, kinds
 from generator.errors import UserError
 from generator.kinds.base import JobKind
 
-FIELD_MANAGER = "pytorchjob-kit"
 APPLY = "application/apply-patch+yaml"
 
 

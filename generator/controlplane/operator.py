@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator import helm, paths
+from generator import FIELD_MANAGER, helm, paths
 from generator.controlplane import processes
 from generator.controlplane.layout import Layout
 
-FIELD_MANAGER = "pytorchjob-kit"
 RELEASE = "training-operator"
 NAMESPACE = "kubeflow"
 
@@ -113,12 +112,14 @@ def wait_ready(layout: Layout, installed: Installed, kubelet: processes.Child, t
 def webhook_answers(layout: Layout) -> bool:
     from kubernetes import client
 
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "webhook-probe"},
+    from generator.job import admission
+
+    job = {"apiVersion": admission.API_VERSION, "kind": admission.KIND, "metadata": {"name": "webhook-probe"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
-               "containers": [{"name": "pytorch", "image": "busybox"}]}}}}}}
+               "containers": [{"name": admission.CONTAINER, "image": "busybox"}]}}}}}}
     try:
         client.CustomObjectsApi(admin_client(layout)).create_namespaced_custom_object(
-            "kubeflow.org", "v1", "default", "pytorchjobs", job, dry_run="All")
+            admission.GROUP, admission.VERSION, "default", "pytorchjobs", job, dry_run="All")
     except client.ApiException as exc:
         return "admission webhook" in (exc.body or "") and "denied" in (exc.body or "")
     return False

@@ -9,8 +9,8 @@ import copy
 from generator import helm, paths
 from generator.errors import Finding, UserError
 from generator.job import defaults, images
-from generator.job.runtime import CONTAINER, KIND
 from generator.job.importer import CHART_LABELS, KUEUE_LABEL, diff
+from generator.job.runtime import CONTAINER, KIND
 
 DEFAULT_LAUNCH = ["torchrun", "--module", "trainer"]
 NODE_OWNED = {"name", "image", "imagePullPolicy", "securityContext", "volumeMounts", "envFrom"}
