@@ -3,7 +3,7 @@ that `diagnose`, `status` and the stuck hint show instead of dropping it in sile
 from __future__ import annotations
 
 from generator.diagnose import hint, report, rules
-from tests.generator.diagnose.rules.test_rules import NOW, job, only, pod, shot
+from tests.generator.diagnose.rules.shots import NOW, job, only, pod, shot
 
 
 def crashing(shot):
