@@ -1,4 +1,4 @@
-"""diagnose on recorded API objects: kueue admission and gang scheduling."""
+"""diagnose on recorded API objects: Kueue admission and gang scheduling."""
 from __future__ import annotations
 
 import copy
