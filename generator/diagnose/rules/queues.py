@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, suspended
 from generator.diagnose.snapshot import Snapshot
 from generator.fixtext import setting, value
+from generator.job.importer import KUEUE_LABEL as QUEUE_LABEL
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 QUEUE_NAME, PRIORITY_CLASS = value("kueue.queueName"), value("priorityClassName")
 REQUESTS, WORKERS = value("resources.requests"), value("topology.workers")
 SUSPEND = setting("runPolicy.suspend", "true")
