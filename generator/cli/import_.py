@@ -12,13 +12,11 @@ from generator.cli.common import emit, output_option
 def command(manifest, output) -> None:
     """Turn an existing PyTorchJob manifest (or a Trainer v2 TrainJob, with its TrainingRuntime
     in the same file) into values that render it back."""
-    from generator.job import importer, source, trainjob, values_io
+    from generator import kinds
+    from generator.job import values_io
 
     documents = values_io.load_documents(manifest)
-    if trainjob.is_trainjob(documents):
-        values, notes = trainjob.to_values(documents, source=manifest)
-    else:
-        values, notes = importer.to_values(source.pick(documents, manifest), source=manifest)
+    values, notes = kinds.for_objects(documents).to_values(documents, manifest)
     emit(values_io.dump(values), output)
     for note in notes:
         click.echo(f"note: {note}", err=True)

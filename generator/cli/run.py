@@ -22,17 +22,15 @@ from generator.cli.common import image_option, namespace_option, release_option,
 def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
-    from generator.job import runtime, source
+    from generator import kinds
+    from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
 
     objects = source.load(file, release, namespace, target)
-    if runtime.is_trainjob(objects):
-        name = next(o for o in objects if o.get("kind") == "TrainJob")["metadata"]["name"]
-        plan = local_plan.plan_trainjob(objects, Path(run_dir or Path("runs") / name), namespace, aliases)
-    else:
-        job = source.pytorchjob(objects)
-        plan = local_plan.plan(job, Path(run_dir or Path("runs") / job["metadata"]["name"]), namespace, aliases)
+    kind = kinds.for_objects(objects)
+    name = kind.job_of(objects)["metadata"]["name"]
+    plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:

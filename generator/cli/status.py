@@ -29,10 +29,12 @@ def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) 
 
 
 def table(r: dict) -> str:
-    # A TrainJob counts its child Jobs (one per replicated job), a PyTorchJob its replicas' pods.
-    unit = "JOB" if r["kind"] == "TrainJob" else "REPLICA"
+    from generator import kinds
+
+    kind = kinds.get(r["kind"])  # it counts its replicas' pods, or its child Jobs
+    unit = kind.replica_unit
     lines = [f"{r['kind']} {r['name']} (namespace {r['namespace']}): {r['state']}",
-             f"{'created' if r['kind'] == 'TrainJob' else 'started'}: {r['startTime'] or '-'}   "
+             f"{kind.start_word}: {r['startTime'] or '-'}   "
              f"completed: {r['completionTime'] or '-'}",
              f"{unit:<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}"]
     for role, counts in sorted(r["replicas"].items()):

@@ -7,39 +7,11 @@ import os
 import re
 from dataclasses import dataclass
 
+from generator import FIELD_MANAGER, kinds
 from generator.errors import UserError
+from generator.kinds.base import JobKind
 
-FIELD_MANAGER = "pytorchjob-kit"
-JOB_LABEL = "training.kubeflow.org/job-name"
-TYPE_LABEL = "training.kubeflow.org/replica-type"
-INDEX_LABEL = "training.kubeflow.org/replica-index"
-# JobSet's labels on a TrainJob's pods: <replicated job>-<job index>-<completion index> names a node.
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-RJOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-RJOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-COMPLETION_LABEL = "batch.kubernetes.io/job-completion-index"
 APPLY = "application/apply-patch+yaml"
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A kind of training job the commands understand, and the facts they need of it."""
-    kind: str
-    group: str
-    version: str
-    plural: str
-    pod_label: str  # the label that names a pod's job
-    container: str  # the training container, whose log is the job's
-    done: str  # the condition type of success
-    install: str  # what gives a cluster the CRD
-
-
-PYTORCHJOB = Kind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", JOB_LABEL, "pytorch", "Succeeded",
-                  "install charts/pytorch-operator first: helm install training charts/pytorch-operator -n kubeflow "
-                  "--create-namespace")
-TRAINJOB = Kind("TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", JOBSET_LABEL, "node", "Complete",
-                "install Kubeflow Trainer v2.3 (its CRDs, controller and JobSet) on the cluster, or use --target v1")
-KINDS = (PYTORCHJOB, TRAINJOB)
 
 
 class NoResource(UserError):
@@ -108,10 +80,10 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
                          "and the current context (`kubectl cluster-info`)")
     if not isinstance(exc, ApiException):
         return UserError(f"{verb} {resource}: {exc}")
-    body = _body(exc)
+    body = error_body(exc)
     message = body.get("message") or exc.reason or ""
     where = f"in namespace {cluster.namespace}"
-    kind = next((k for k in KINDS if k.plural == resource), None)
+    kind = kinds.by_plural(resource)
     if exc.status == 404 and kind and not (body.get("details") or {}).get("name"):
         return NoResource(f"the cluster has no {kind.kind} resource (CRD {kind.plural}.{kind.group} is missing); "
                           f"{kind.install}")
@@ -148,7 +120,8 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
     return UserError(f"{verb} {resource} {name}: the API server answered {exc.status} {exc.reason}: {message}")
 
 
-def _body(exc) -> dict:
+def error_body(exc) -> dict:
+    """The API's Status object of a failed call; {} when it sent none."""
     try:
         return json.loads(exc.body or "{}")
     except (TypeError, ValueError):
@@ -162,8 +135,7 @@ def _short(reason: object) -> str:
 
 
 def _kind(resource: str) -> str:
-    kinds = {k.plural: k.kind for k in KINDS}
-    return {**kinds, "trainingruntimes": "TrainingRuntime", "pods": "pod",
+    return {**{k.plural: k.kind for k in kinds.ALL}, "trainingruntimes": "TrainingRuntime", "pods": "pod",
             "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
 
 
@@ -182,7 +154,7 @@ def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwa
         raise
 
 
-def get_job(cluster: Cluster, name: str, kind: Kind = PYTORCHJOB) -> dict | None:
+def get_job(cluster: Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> dict | None:
     return get_custom(cluster, kind.group, kind.version, kind.plural, name)
 
 
@@ -194,17 +166,17 @@ def get_custom(cluster: Cluster, group: str, version: str, plural: str, name: st
         return cluster.custom.get_namespaced_custom_object(group, version, cluster.namespace, plural, name,
                                                            _request_timeout=cluster.request_timeout)
     except ApiException as exc:
-        if exc.status == 404 and (_body(exc).get("details") or {}).get("name"):
+        if exc.status == 404 and (error_body(exc).get("details") or {}).get("name"):
             return None
         raise explain(exc, cluster, "get", plural, name) from exc
     except Exception as exc:
         raise explain(exc, cluster, "get", plural, name) from exc
 
 
-def find(cluster: Cluster, name: str) -> tuple[Kind, dict]:
+def find(cluster: Cluster, name: str) -> tuple[JobKind, dict]:
     """The PyTorchJob, else the TrainJob, of this name: the commands take either by name alone."""
     served, unserved = [], []
-    for kind in KINDS:
+    for kind in kinds.ALL:
         try:
             job = get_job(cluster, name, kind)
         except NoResource as exc:
@@ -220,8 +192,9 @@ def find(cluster: Cluster, name: str) -> tuple[Kind, dict]:
         (kind,) = served
         raise UserError(f"{kind.kind} {name} not found {where}; list them with "
                         f"`kubectl get {kind.plural} -n {cluster.namespace}`")
-    raise UserError(f"PyTorchJob {name} not found {where}, nor a TrainJob; list them with "
-                    f"`kubectl get pytorchjobs,trainjobs -n {cluster.namespace}`")
+    first, *others = served
+    raise UserError(f"{first.kind} {name} not found {where}, nor a {' or a '.join(k.kind for k in others)}; list them "
+                    f"with `kubectl get {','.join(k.plural for k in served)} -n {cluster.namespace}`")
 
 
 def apply_custom(cluster: Cluster, obj: dict, plural: str, dry_run: bool = False) -> dict:
@@ -239,7 +212,7 @@ def apply_custom(cluster: Cluster, obj: dict, plural: str, dry_run: bool = False
     return applied or {}
 
 
-def apply_job(cluster: Cluster, job: dict, dry_run: bool = False, kind: Kind = PYTORCHJOB) -> dict:
+def apply_job(cluster: Cluster, job: dict, dry_run: bool = False, kind: JobKind = kinds.DEFAULT) -> dict:
     return apply_custom(cluster, job, kind.plural, dry_run)
 
 
@@ -252,40 +225,34 @@ def apply_pvc(cluster: Cluster, pvc: dict, dry_run: bool = False) -> dict:
                 cluster.core.patch_namespaced_persistent_volume_claim, name, cluster.namespace, pvc, **kwargs)
 
 
-def delete_job(cluster: Cluster, name: str, kind: Kind = PYTORCHJOB) -> None:
+def delete_job(cluster: Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> None:
     call(cluster, "delete", kind.plural, name, cluster.custom.delete_namespaced_custom_object, kind.group, kind.version,
          cluster.namespace, kind.plural, name, propagation_policy="Foreground")
 
 
-def pods(cluster: Cluster, job: str, kind: Kind = PYTORCHJOB) -> list:
+def pods(cluster: Cluster, job: str, kind: JobKind = kinds.DEFAULT) -> list:
     result = call(cluster, "list", "pods", job, cluster.core.list_namespaced_pod, cluster.namespace,
                   label_selector=f"{kind.pod_label}={job}")
     return sorted(result.items, key=lambda p: replica_name(p))
 
 
 def replica_name(pod) -> str:
-    """master-0 / worker-1 from the operator's labels, node-0-1 from JobSet's (else the pod name)."""
+    """master-0 / worker-1, node-0-1: as the kind whose labels the pod carries names it (else the
+    pod name less its job's)."""
     labels = pod.metadata.labels or {}
-    if TYPE_LABEL in labels and INDEX_LABEL in labels:
-        return f"{labels[TYPE_LABEL].lower()}-{labels[INDEX_LABEL]}"
-    if all(k in labels for k in (RJOB_LABEL, RJOB_INDEX_LABEL, COMPLETION_LABEL)):
-        return f"{labels[RJOB_LABEL]}-{labels[RJOB_INDEX_LABEL]}-{labels[COMPLETION_LABEL]}"
-    job = labels.get(JOB_LABEL) or labels.get(JOBSET_LABEL, "")
+    for kind in kinds.ALL:
+        name = kind.replica_name(labels)
+        if name:
+            return name
+    job = next((labels[k.pod_label] for k in kinds.ALL if labels.get(k.pod_label)), "")
     return pod.metadata.name[len(job) + 1:] if job and pod.metadata.name.startswith(job + "-") else pod.metadata.name
 
 
 def condition(job: dict) -> tuple[str, dict]:
-    """The job's state and the condition that says it: the last true condition; for a TrainJob,
-    which has no Running condition, Running once any of its Jobs is active."""
-    conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    if conditions:
-        return conditions[-1]["type"], conditions[-1]
+    """The job's state and the condition that says it, as its kind reads them; ("", {}) for no job."""
     if not job:
         return "", {}
-    if job.get("kind") == TRAINJOB.kind and any(int(j.get("active") or 0) for j in (job.get("status") or {}).get(
-            "jobsStatus") or []):
-        return "Running", {}
-    return "Created", {}
+    return kinds.for_object(job).condition(job)
 
 
-TERMINAL = ("Succeeded", "Failed", "Complete")
+TERMINAL = kinds.TERMINAL

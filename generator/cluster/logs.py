@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+from generator import kinds
 from generator.cluster import client as cluster
 from generator.errors import UserError
+from generator.kinds.base import JobKind
 
 POLL_SECONDS = 0.5
 
@@ -15,14 +17,14 @@ class NoReplica(UserError):
     """The replica asked for has no pod (yet)."""
 
 
-def _select(c, job: str, replica: str | None, kind: cluster.Kind) -> list:
+def _select(c, job: str, replica: str | None, kind: JobKind) -> list:
     found = cluster.pods(c, job, kind)
     if replica:
         chosen = [p for p in found if cluster.replica_name(p) == replica]
         if not chosen:
             names = ", ".join(cluster.replica_name(p) for p in found) or "none yet"
-            form = "node-0-INDEX, e.g. node-0-1" if kind is cluster.TRAINJOB else "ROLE-INDEX, e.g. master-0 or worker-1"
-            raise NoReplica(f"--replica {replica}: no such pod in {kind.kind} {job} (replicas: {names}); write {form}")
+            raise NoReplica(f"--replica {replica}: no such pod in {kind.kind} {job} (replicas: {names}); write "
+                            f"{kind.replica_form}")
         return chosen
     return found
 
@@ -32,7 +34,7 @@ def _split(line: str) -> tuple[str, str]:
     return stamp, text
 
 
-def dump(c, job: str, replica: str | None, previous: bool, echo, kind: cluster.Kind = cluster.PYTORCHJOB) -> None:
+def dump(c, job: str, replica: str | None, previous: bool, echo, kind: JobKind = kinds.DEFAULT) -> None:
     """Every selected pod's log, merged in time order by the kubelet's timestamps."""
     from kubernetes.client.exceptions import ApiException
 
@@ -48,7 +50,7 @@ def dump(c, job: str, replica: str | None, previous: bool, echo, kind: cluster.K
                                                   previous=previous, timestamps=True)
         except ApiException as exc:
             if exc.status == 400:  # no log yet (Pending) or no previous container
-                reason = cluster._body(exc).get("message", exc.reason)
+                reason = cluster.error_body(exc).get("message", exc.reason)
                 echo(f"{name}: no log: {reason}", err=True)
                 continue
             if exc.status == 404:  # deleted since it was listed: a finished job's pods go (cleanPodPolicy)
@@ -65,7 +67,7 @@ def dump(c, job: str, replica: str | None, previous: bool, echo, kind: cluster.K
         echo(f"{name.ljust(width)} | {body}")
 
 
-def follow(c, job: str, replica: str | None, echo, tick=None, kind: cluster.Kind = cluster.PYTORCHJOB) -> None:
+def follow(c, job: str, replica: str | None, echo, tick=None, kind: JobKind = kinds.DEFAULT) -> None:
     """Stream until the job has ended and every followed container has stopped. `tick` sees the
     job's state on every poll."""
     lock = threading.Lock()
@@ -138,8 +140,25 @@ def _print_previous(c, pod_name: str, name: str, say, last_stamp: str, container
     return last_stamp
 
 
-def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, container: str) -> None:
+# What a followed pod meets while it starts or restarts, and while the API server or the connection
+# hiccups: its log not there yet (400), a 404 between two looks, throttling, server errors.
+TRANSIENT_STATUSES = (400, 404, 429, 500, 502, 503, 504)
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether following the pod again shortly can get past this error."""
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT_STATUSES
+    return isinstance(exc, (HTTPError, OSError))  # a dropped stream, a timeout, a refused connection
+
+
+def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, container: str) -> None:
+    """Retries only what is transient; anything else is said once and ends following this pod."""
+    def give_up(exc: Exception, verb: str) -> None:
+        say(name, f"stopped following: {cluster.explain(exc, c, verb, 'pods', pod_name).describe()}", err=True)
 
     last_stamp = ""
     waiting_said = ""
@@ -147,12 +166,12 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, contain
     while not stop.is_set():
         try:
             pod = c.core.read_namespaced_pod(pod_name, c.namespace)
-        except ApiException as exc:
-            if exc.status == 404:
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404:
                 say(name, "pod deleted", err=True)
                 return
-            if exc.status in (401, 403):  # retrying cannot help: say why and stop following it
-                say(name, f"stopped following: {cluster.explain(exc, c, 'get', 'pods', pod_name).describe()}", err=True)
+            if not _transient(exc):  # retrying cannot help: say why and stop following it
+                give_up(exc, "get")
                 return
             time.sleep(POLL_SECONDS)
             continue
@@ -190,16 +209,20 @@ def _follow_pod(c, pod_name: str, name: str, say, stop: threading.Event, contain
                     last_stamp = stamp
                     say(name, body)
             response.release_conn()
-        except ApiException:
-            time.sleep(POLL_SECONDS)
-            continue
-        except Exception:
+        except Exception as exc:
+            if not _transient(exc):
+                give_up(exc, "get logs of")
+                return
             time.sleep(POLL_SECONDS)
             continue
         try:
             pod = c.core.read_namespaced_pod(pod_name, c.namespace)
-        except ApiException:
-            return
+        except Exception as exc:
+            if not _transient(exc):
+                give_up(exc, "get")
+                return
+            time.sleep(POLL_SECONDS)
+            continue  # the next look says whether it is gone or restarting
         status = _container(pod, container)
         if status and status.restart_count > restarts:
             continue  # a new container already: attach to it at once, so none of its lines are missed

@@ -5,9 +5,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from generator import kinds
 from generator.cluster import client as api
 from generator.errors import UserError
-from generator.job import source
+from generator.kinds import source
+from generator.kinds.base import JobKind
 
 # wait's exit statuses: reached, ended otherwise, timed out.
 REACHED, ENDED_OTHERWISE, TIMED_OUT = 0, 1, 2
@@ -21,7 +23,7 @@ class Submitted:
     dry_run: bool
     notes: list[str] = field(default_factory=list)
     helm: str = ""  # the helm command that takes the job over, for a values file
-    kind: str = "PyTorchJob"
+    kind: str = kinds.DEFAULT.kind
 
 
 def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, dry_run: bool,
@@ -29,11 +31,10 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     """Validate the job, then server-side apply what it needs (the output PVC; for a TrainJob, its
     TrainingRuntime) and the job itself: a PyTorchJob, or a Trainer v2 TrainJob."""
     from generator import helm, paths
-    from generator.job import runtime
 
     objects, chart = source.read(file, release, c.namespace, target)
-    kind = api.TRAINJOB if runtime.is_trainjob(objects) else api.PYTORCHJOB
-    job = next(o for o in objects if o.get("kind") == kind.kind)
+    kind = kinds.for_objects(objects)
+    job = kind.job_of(objects)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:
         if namespace_flag:  # as kubectl: a manifest's namespace and -n must agree
@@ -61,9 +62,9 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
         api.apply_pvc(c, pvc, dry_run)
         notes.append(f"persistentvolumeclaim {pvc['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
-    for rt in (o for o in objects if o.get("kind") == "TrainingRuntime"):  # before the job that references it
-        api.apply_custom(c, rt, "trainingruntimes", dry_run)
-        notes.append(f"trainingruntime {rt['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
+    for plural, obj in kind.companions(objects):  # before the job that references them
+        api.apply_custom(c, obj, plural, dry_run)
+        notes.append(f"{obj['kind'].lower()} {obj['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
     before = (existing or {}).get("metadata", {}).get("resourceVersion")
     applied = api.apply_job(c, job, dry_run, kind)
     after = applied.get("metadata", {}).get("resourceVersion")
@@ -74,7 +75,7 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     return Submitted(name, c.namespace, verdict, dry_run, notes, same, kind.kind)
 
 
-def wait_gone(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB, seconds: float = 120) -> None:
+def wait_gone(c: api.Cluster, name: str, kind: JobKind = kinds.DEFAULT, seconds: float = 120) -> None:
     end = time.monotonic() + seconds
     while api.get_job(c, name, kind) is not None:
         if time.monotonic() > end:
@@ -83,20 +84,12 @@ def wait_gone(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB, second
 
 
 def status(c: api.Cluster, name: str) -> dict:
-    """Conditions, replica counts and times, as a plain report. A TrainJob's counts are of its
-    child Jobs (jobsStatus), as Trainer reports them."""
+    """Conditions, replica counts and times, as a plain report, each as the job's kind reads it."""
     kind, job = api.find(c, name)
     st = job.get("status") or {}
     state, last = api.condition(job)
-    counts = ("active", "succeeded", "failed")
-    if kind is api.TRAINJOB:
-        replicas = {j.get("name", "?"): {k: int(j.get(k, 0) or 0) for k in counts} for j in st.get("jobsStatus") or []}
-        started = job.get("metadata", {}).get("creationTimestamp")
-        completed = last.get("lastTransitionTime") if state in api.TERMINAL else None
-    else:
-        replicas = {role: {k: int(v.get(k, 0) or 0) for k in counts}
-                    for role, v in (st.get("replicaStatuses") or {}).items()}
-        started, completed = st.get("startTime"), st.get("completionTime")
+    replicas = kind.replica_counts(job)
+    started, completed = kind.times(job, state, last)
     return {"kind": kind.kind, "name": name, "namespace": c.namespace, "state": state or "Created",
             "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
                            for cond in st.get("conditions") or []],
@@ -155,11 +148,11 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             raise api.explain(exc, c, "watch", kind.plural, name) from exc
         finally:
             stream.stop()
-        if kind is api.TRAINJOB and api.condition(job)[0] == state:
+        if kind.child_jobs and api.condition(job)[0] == state:
             job = api.get_job(c, name, kind) or job  # Running comes of jobsStatus, which a watch may not end on
 
 
-def first_failed_pod(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB) -> str:
+def first_failed_pod(c: api.Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> str:
     for pod in api.pods(c, name, kind):
         for st in pod.status.container_statuses or []:
             terminated = (st.state and st.state.terminated) or (st.last_state and st.last_state.terminated)
@@ -173,18 +166,18 @@ def first_failed_pod(c: api.Cluster, name: str, kind: api.Kind = api.PYTORCHJOB)
 
 
 def delete(c: api.Cluster, name: str, with_pvc: bool) -> Iterator[str]:
-    """Delete the job (its pods go with it), a TrainJob's own TrainingRuntime that the chart made
-    for it, and, if asked, the output PVC the chart created; a line for each as it happens."""
+    """Delete the job (its pods go with it), what the chart made for this job alone (a TrainJob's
+    own TrainingRuntime), and, if asked, the output PVC the chart created; a line for each as it
+    happens."""
     kind, job = api.find(c, name)
     api.delete_job(c, name, kind)
     yield f"{kind.kind.lower()} {name} deleted"
-    ref = (job.get("spec") or {}).get("runtimeRef") or {}
-    if kind is api.TRAINJOB and ref.get("kind") == "TrainingRuntime" and ref.get("name") == name:
-        runtime = api.get_custom(c, api.TRAINJOB.group, api.TRAINJOB.version, "trainingruntimes", name)
-        if runtime is not None and _charts(runtime.get("metadata", {}).get("labels")):
-            api.call(c, "delete", "trainingruntimes", name, c.custom.delete_namespaced_custom_object, api.TRAINJOB.group,
-                     api.TRAINJOB.version, c.namespace, "trainingruntimes", name)
-            yield f"trainingruntime {name} deleted"
+    for plural, own in kind.own_companions(job):
+        obj = api.get_custom(c, kind.group, kind.version, plural, own)
+        if obj is not None and _charts(obj.get("metadata", {}).get("labels")):
+            api.call(c, "delete", plural, own, c.custom.delete_namespaced_custom_object, kind.group, kind.version,
+                     c.namespace, plural, own)
+            yield f"{obj.get('kind', plural).lower()} {own} deleted"
     if with_pvc:
         claim = f"{name}-output"
         pvc = api.call(c, "get", "persistentvolumeclaims", claim, c.core.read_namespaced_persistent_volume_claim,

@@ -3,12 +3,11 @@ The Deployment's pod then runs on the process kubelet like any pod; this module 
 it. `apply` is server-side apply, for what the cluster itself installs (its StorageClass)."""
 from __future__ import annotations
 
-from generator import helm, paths
+from generator import FIELD_MANAGER, helm, paths
 from generator.controlplane import processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import OperatorRelease
 
-FIELD_MANAGER = "pytorchjob-kit"
 RELEASE = "training-operator"
 NAMESPACE = "kubeflow"
 
@@ -98,12 +97,14 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
 def webhook_answers(layout: Layout) -> bool:
     from kubernetes import client
 
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "webhook-probe"},
+    from generator.job import admission
+
+    job = {"apiVersion": admission.API_VERSION, "kind": admission.KIND, "metadata": {"name": "webhook-probe"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
-               "containers": [{"name": "pytorch", "image": "busybox"}]}}}}}}
+               "containers": [{"name": admission.CONTAINER, "image": "busybox"}]}}}}}}
     try:
         client.CustomObjectsApi(admin_client(layout)).create_namespaced_custom_object(
-            "kubeflow.org", "v1", "default", "pytorchjobs", job, dry_run="All")
+            admission.GROUP, admission.VERSION, "default", "pytorchjobs", job, dry_run="All")
     except client.ApiException as exc:
         return "admission webhook" in (exc.body or "") and "denied" in (exc.body or "")
     return False

@@ -6,22 +6,24 @@ import time
 from collections.abc import Callable
 
 from generator.diagnose import report, rules, snapshot
+from generator.errors import UserError
 
 STUCK_SECONDS = 60.0
 
 
 def top(c, name: str) -> rules.Diagnosis | None:
-    """The most important error or warning, or None; never fails the command that asks."""
+    """The most important error or warning; None when there is none or the job cannot be read."""
     return _top(c, name)[1]
 
 
 def _top(c, name: str) -> tuple[str, rules.Diagnosis | None]:
-    """The job's kind and its top finding; ("", None) when it cannot be read."""
+    """The job's kind and its top finding; ("", None) when it cannot be read (the command that
+    asks has read it, or says why not). A rule that breaks is a finding of its own."""
     try:
         shot = snapshot.collect(c, name)
-        findings = rules.diagnose(shot)
-    except Exception:
+    except UserError:
         return "", None
+    findings = rules.diagnose(shot)
     return shot.kind, next((f for f in findings if f.severity in (rules.ERROR, rules.WARNING)), None)
 
 

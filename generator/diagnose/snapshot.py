@@ -9,7 +9,9 @@ import datetime
 import re
 from dataclasses import asdict, dataclass, field
 
+from generator import kinds
 from generator.cluster import client as api
+from generator.kinds.base import JobKind
 
 LOG_LINES = 20
 # torchrun's own report of a failed worker (a traceback and a box) follows the worker's output and
@@ -43,30 +45,20 @@ class Snapshot:
 
     @property
     def kind(self) -> str:
-        return self.job.get("kind") or api.PYTORCHJOB.kind
+        return self.job_kind.kind
+
+    @property
+    def job_kind(self) -> JobKind:
+        return kinds.for_object(self.job)
 
     @property
     def container(self) -> str:
         """The training container: the one whose requests, limits and log are the job's."""
-        return next((k.container for k in api.KINDS if k.kind == self.kind), api.PYTORCHJOB.container)
+        return self.job_kind.container
 
     def pod_specs(self) -> dict[str, dict]:
-        """The pod templates by role: a PyTorchJob's replica specs; a TrainJob's runtime's replicated
-        jobs, with the TrainJob's own trainer env in their node container."""
-        spec = self.job.get("spec") or {}
-        if self.kind != api.TRAINJOB.kind:
-            return {role: (r.get("template") or {}).get("spec") or {}
-                    for role, r in (spec.get("pytorchReplicaSpecs") or {}).items()}
-        out = {}
-        for rjob in (((self.runtime or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []:
-            out[rjob.get("name", "node")] = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {})
-                                            .get("spec") or {})
-        trainer = spec.get("trainer") or {}
-        if trainer.get("env"):
-            node = dict(out.get("node") or {})
-            node["containers"] = [*(node.get("containers") or []), {"name": self.container, "env": trainer["env"]}]
-            out["node"] = node
-        return out
+        """The pod templates by role, as the job (and its runtime) give them."""
+        return self.job_kind.pod_specs(self.job, self.runtime)
 
     @property
     def namespace(self) -> str:
@@ -122,15 +114,16 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
         return plain
 
     shot = Snapshot(job=job, now=stamp())
-    if kind is api.TRAINJOB:
-        shot.runtime = _runtime(c, job)
+    ref = kind.runtime_ref(job)
+    if ref:
+        shot.runtime = _runtime(c, kind, *ref)
     shot.pods = [serialize(p) for p in api.pods(c, name, kind)]
     events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
     mine = {(kind.kind, name), ("PodGroup", name), ("JobSet", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
-    # A TrainJob's JobSet makes one batch Job per replicated job, <name>-<replicated job>.
+    # A kind with child Jobs (a TrainJob's JobSet) makes one per replicated job, <name>-<replicated job>.
     shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
                    or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")
-                   or (kind is api.TRAINJOB and e.involved_object.kind == "Job"
+                   or (kind.child_jobs and e.involved_object.kind == "Job"
                        and (e.involved_object.name or "").startswith(name + "-"))]
     nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
     shot.nodes = None if nodes is None else [_node_summary(serialize(n)) for n in nodes]
@@ -166,14 +159,12 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     return shot
 
 
-def _runtime(c: api.Cluster, job: dict) -> dict | None:
-    """The runtime a TrainJob names: None when it does not exist, {} when it may not be read."""
-    ref = (job.get("spec") or {}).get("runtimeRef") or {}
-    name, group, version = ref.get("name", ""), api.TRAINJOB.group, api.TRAINJOB.version
-    if ref.get("kind") == "TrainingRuntime":
-        return _read(lambda: c.custom.get_namespaced_custom_object(group, version, c.namespace, "trainingruntimes", name,
+def _runtime(c: api.Cluster, kind: JobKind, plural: str, name: str, namespaced: bool) -> dict | None:
+    """The runtime a job names: None when it does not exist, {} when it may not be read."""
+    if namespaced:
+        return _read(lambda: c.custom.get_namespaced_custom_object(kind.group, kind.version, c.namespace, plural, name,
                                                                    _request_timeout=c.request_timeout))
-    return _read(lambda: c.custom.get_cluster_custom_object(group, version, "clustertrainingruntimes", name,
+    return _read(lambda: c.custom.get_cluster_custom_object(kind.group, kind.version, plural, name,
                                                             _request_timeout=c.request_timeout))
 
 

@@ -8,6 +8,11 @@ from generator.errors import Finding
 from generator.job import quantity
 
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+KIND = "PyTorchJob"
+GROUP = "kubeflow.org"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+CONTAINER = "pytorch"  # the container the operator injects into and the webhook requires
 NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -92,8 +97,8 @@ def check_pytorchjob(job: object) -> list[Finding]:
     if not isinstance(job, dict):
         return [Finding("", "is not a Kubernetes object", type(job).__name__, "give a PyTorchJob YAML mapping")]
     out: list[Finding] = []
-    if job.get("apiVersion") != "kubeflow.org/v1":
-        out.append(Finding("apiVersion", "must be kubeflow.org/v1", job.get("apiVersion"), "set apiVersion: kubeflow.org/v1"))
+    if job.get("apiVersion") != API_VERSION:
+        out.append(Finding("apiVersion", f"must be {API_VERSION}", job.get("apiVersion"), f"set apiVersion: {API_VERSION}"))
     if job.get("kind") != "PyTorchJob":
         out.append(Finding("kind", "must be PyTorchJob", job.get("kind"), "set kind: PyTorchJob"))
         return out
@@ -173,7 +178,7 @@ def _check_elastic(elastic: object, nproc: object, replica_specs: dict) -> list[
     return out
 
 
-def check_pod(template: object, base: str, role: str, main: str = "pytorch") -> list[Finding]:
+def check_pod(template: object, base: str, role: str, main: str = CONTAINER) -> list[Finding]:
     """A pod template's rules; `main` is the training container's name (pytorch, or Trainer v2's node)."""
     pod = (template or {}).get("spec") if isinstance(template, dict) else None
     if not isinstance(pod, dict):
@@ -231,7 +236,7 @@ def world_size(job: dict) -> int:
 
 def pytorch_container(rspec: dict) -> dict:
     containers = (((rspec.get("template") or {}).get("spec") or {}).get("containers") or [])
-    return next((c for c in containers if isinstance(c, dict) and c.get("name") == "pytorch"), {})
+    return next((c for c in containers if isinstance(c, dict) and c.get("name") == CONTAINER), {})
 
 
 def pod_gpus(rspec: dict, gpu_resource: str = "") -> int:
@@ -313,10 +318,10 @@ def check_claims(job: dict, objects: list[dict]) -> list[Finding]:
 
 def check_objects(objects: list[dict], gpu_resource: str = "") -> list[Finding]:
     """Every rule on a job as it would reach the API server, with the objects rendered beside it."""
-    job = next((o for o in objects if isinstance(o, dict) and o.get("kind") == "PyTorchJob"), None)
+    job = next((o for o in objects if isinstance(o, dict) and o.get("kind") == KIND), None)
     if job is None:
         return [Finding("kind", "no PyTorchJob among the objects", [o.get("kind") for o in objects if isinstance(o, dict)],
-                        "give a kubeflow.org/v1 PyTorchJob")]
+                        f"give a {API_VERSION} PyTorchJob")]
     out = check_pytorchjob(job)
     if not any(f.path in ("kind", "spec", "spec.pytorchReplicaSpecs") for f in out):
         out += check_semantics(job, gpu_resource) + check_claims(job, objects)

@@ -81,8 +81,8 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
     present = {role_of[k]: v for k, v in specs.items()}
     pods = {r: s["template"].get("spec", {}) for r, s in present.items()}
     metas = {r: s["template"].get("metadata") or {} for r, s in present.items()}
-    mains = {r: next(c for c in p["containers"] if c.get("name") == "pytorch") for r, p in pods.items()}
-    sidecars = {r: [c for c in p["containers"] if c.get("name") != "pytorch"] for r, p in pods.items()}
+    mains = {r: next(c for c in p["containers"] if c.get("name") == admission.CONTAINER) for r, p in pods.items()}
+    sidecars = {r: [c for c in p["containers"] if c.get("name") != admission.CONTAINER] for r, p in pods.items()}
 
     d = defaults.chart_defaults()
     meta = job.get("metadata") or {}
@@ -215,7 +215,7 @@ def _hoist_shared(d: dict) -> dict:
 
 def render_job(values: dict, release: str = "import", namespace: str = "default") -> dict:
     objects = helm.render_objects(paths.JOB_CHART, values, release, namespace)
-    return next(o for o in objects if o["kind"] == "PyTorchJob")
+    return next(o for o in objects if o["kind"] == admission.KIND)
 
 
 def normalise(job: dict) -> dict:
@@ -237,7 +237,7 @@ def normalise(job: dict) -> dict:
         if not template.get("metadata"):
             template.pop("metadata", None)
         pod = template.get("spec", {})
-        pod["containers"] = sorted(pod.get("containers", []), key=lambda c: c.get("name") != "pytorch")
+        pod["containers"] = sorted(pod.get("containers", []), key=lambda c: c.get("name") != admission.CONTAINER)
         for c in pod["containers"]:
             for key in ("command", "args", "env", "envFrom", "ports", "volumeMounts"):
                 if c.get(key) == []:
@@ -271,19 +271,20 @@ def _without_stated_defaults(run_policy: dict) -> dict:
 
 def compare(original: dict, rendered: dict, path: str = "") -> list[str]:
     """Dotted paths where the rendered job differs from the original."""
-    return _diff(normalise(original), normalise(rendered), path)
+    return diff(normalise(original), normalise(rendered), path)
 
 
-def _diff(a: object, b: object, path: str) -> list[str]:
+def diff(a: object, b: object, path: str) -> list[str]:
+    """The dotted paths where two objects differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for key in sorted(set(a) | set(b), key=str):
-            out += _diff(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}" if path else str(key))
+            out += diff(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}" if path else str(key))
         return out
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         out = []
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            out += _diff(x, y, f"{path}[{i}]")
+            out += diff(x, y, f"{path}[{i}]")
         return out
     return [] if _equal_scalar(a, b) else [path]
 

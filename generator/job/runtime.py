@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from generator.errors import Finding, UserError
 from generator.job import admission
 
+KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
-API_VERSION = f"{GROUP}/v1alpha1"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 DEFAULT_RUNTIME = "torch-distributed"
-CONTAINER = "node"  # the runtime's trainer container, in replicated job "node"
+REPLICATED_JOB = "node"  # the runtime's replicated job that trains
+CONTAINER = "node"  # the trainer container in it
 MASTER_PORT = 29500
 JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unless its template sets one
 # The torch plugin owns these; Trainer refuses a TrainJob that sets them itself.
@@ -40,12 +43,8 @@ def torch_distributed() -> dict:
     the torch policy, container `node`, nothing else (its image is the TrainJob's to set)."""
     return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": {"name": DEFAULT_RUNTIME},
             "spec": {"mlPolicy": {"numNodes": 1, "torch": {}},
-                     "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+                     "template": {"spec": {"replicatedJobs": [{"name": REPLICATED_JOB, "template": {"spec": {"template": {
                          "spec": {"containers": [{"name": CONTAINER}]}}}}}]}}}}
-
-
-def is_trainjob(objects: list) -> bool:
-    return any(isinstance(o, dict) and o.get("kind") == "TrainJob" for o in objects)
 
 
 def check(objects: list[dict]) -> list[Finding]:
@@ -58,7 +57,7 @@ def check(objects: list[dict]) -> list[Finding]:
 
 
 def resolve(objects: list[dict]) -> Resolved:
-    jobs = [o for o in objects if isinstance(o, dict) and o.get("kind") == "TrainJob"]
+    jobs = [o for o in objects if isinstance(o, dict) and o.get("kind") == KIND]
     if len(jobs) != 1:
         raise UserError([Finding("kind", f"holds {len(jobs)} TrainJobs", len(jobs), "give one TrainJob per file")])
     job = jobs[0]
@@ -145,7 +144,7 @@ def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | 
     where = f"{runtime.get('kind')}/{(runtime.get('metadata') or {}).get('name')}"
     jobset = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
     replicated = [r for r in jobset.get("replicatedJobs") or [] if isinstance(r, dict)]
-    node = next((r for r in replicated if r.get("name") == "node"), None)
+    node = next((r for r in replicated if r.get("name") == REPLICATED_JOB), None)
     if node is None:
         out.append(Finding(f"{where} spec.template.spec.replicatedJobs", "has no replicated job named node",
                            [r.get("name") for r in replicated], "name the trainer's replicated job node"))
@@ -174,7 +173,7 @@ def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | 
     # The node first, as the pod's first container, sidecars after it.
     spec["containers"] = [main] + [c for c in containers if c is not main]
     spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for its Jobs' pods
-    for finding in admission.check_pod(pod, f"{where} node pod", "node", CONTAINER):
+    for finding in admission.check_pod(pod, f"{where} node pod", REPLICATED_JOB, CONTAINER):
         out.append(finding)
     if spec["restartPolicy"] not in ("OnFailure", "Never"):
         out.append(Finding(f"{where} node pod restartPolicy", "is not a Job pod's policy", spec["restartPolicy"],

@@ -9,7 +9,8 @@ import copy
 from generator import helm, paths
 from generator.errors import Finding, UserError
 from generator.job import defaults, images
-from generator.job.importer import CHART_LABELS, KUEUE_LABEL, _diff
+from generator.job.importer import CHART_LABELS, KUEUE_LABEL, diff
+from generator.job.runtime import CONTAINER, KIND
 
 DEFAULT_LAUNCH = ["torchrun", "--module", "trainer"]
 NODE_OWNED = {"name", "image", "imagePullPolicy", "securityContext", "volumeMounts", "envFrom"}
@@ -18,12 +19,8 @@ POD_OWNED = {"containers", "volumes", "nodeSelector", "tolerations", "affinity",
              "restartPolicy"}
 
 
-def is_trainjob(documents: list) -> bool:
-    return any(isinstance(d, dict) and d.get("kind") == "TrainJob" for d in documents)
-
-
 def to_values(documents: list, source: str = "") -> tuple[dict, list[str]]:
-    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == "TrainJob"]
+    jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
     if len(jobs) != 1:
         raise UserError([Finding("", f"holds {len(jobs)} TrainJobs", hint="give one TrainJob per file")], source=source)
     job = jobs[0]
@@ -98,7 +95,7 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
                                  [r.get("name") for r in replicated], "the chart renders one: node")], source=source)
     pod_template = replicated[0]["template"]["spec"]["template"]
     pod = pod_template.get("spec") or {}
-    node = next((c for c in pod.get("containers") or [] if c.get("name") == "node"), {})
+    node = next((c for c in pod.get("containers") or [] if c.get("name") == CONTAINER), {})
     if jobset.get("failurePolicy", {}).get("maxRestarts") is not None:
         # The chart pairs it with the node Job's backoffLimit 0; compare() refuses a runtime without it.
         d["runPolicy"]["backoffLimit"] = jobset["failurePolicy"]["maxRestarts"]
@@ -118,7 +115,7 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
     d["affinity"] = dict(pod.get("affinity") or {})
     d["extraVolumes"] = list(pod.get("volumes") or [])
     d["extraVolumeMounts"] = list(node.get("volumeMounts") or [])
-    d["extraContainers"] = [c for c in pod.get("containers") or [] if c.get("name") != "node"]
+    d["extraContainers"] = [c for c in pod.get("containers") or [] if c.get("name") != CONTAINER]
     d["podSpecExtra"] = {k: v for k, v in pod.items() if k not in POD_OWNED}
     meta = pod_template.get("metadata") or {}
     d["podAnnotations"] = dict(meta.get("annotations") or {})
@@ -128,9 +125,9 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
 def compare(job: dict, runtime: dict | None, values: dict) -> list[str]:
     """Paths where rendering the values does not give back the TrainJob (and its runtime)."""
     rendered = {o["kind"]: o for o in helm.render_objects(paths.JOB_CHART, values, "import", "default")}
-    out = _diff(_normal(job), _normal(rendered.get("TrainJob", {})), "TrainJob")
+    out = diff(_normal(job), _normal(rendered.get(KIND, {})), KIND)
     if runtime is not None:
-        out += _diff(_normal(runtime), _normal(rendered.get("TrainingRuntime", {})), "TrainingRuntime")
+        out += diff(_normal(runtime), _normal(rendered.get("TrainingRuntime", {})), "TrainingRuntime")
     return out
 
 

@@ -19,7 +19,7 @@ class Checked:
 
     @property
     def job(self) -> dict | None:
-        return next((o for o in self.objects if o.get("kind") == "PyTorchJob"), None)
+        return next((o for o in self.objects if o.get("kind") == admission.KIND), None)
 
 
 def check_values(user: dict, release: str = "release", namespace: str = "default") -> Checked:

@@ -32,6 +32,10 @@ class Replica:
 
 
 DISKS = "pods"  # under the run folder: what dies with a pod on a cluster
+# How a job ends, as its kind's controller decides: the training operator's (the Master's success;
+# restart policies per role and backoffLimit) or JobSet's (every node's success; the node Job's
+# backoffLimit, then restarts of the whole set).
+OPERATOR, JOBSET = "operator", "jobset"
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Plan:
     # Trainer v2 runs nodes of a JobSet: a node Job that fails after node_backoff_limit failed
     # starts, and whole-set restarts (failurePolicy.maxRestarts) before the TrainJob fails.
     kind: str = "PyTorchJob"
+    policy: str = OPERATOR
     node_backoff_limit: int = 0
     max_set_restarts: int = 0
 
@@ -61,6 +66,8 @@ class Plan:
 def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None) -> Plan:
     """Raises UserError for what cannot run here (a Secret value that is not in the shell, an image
     this machine does not have, ...). `aliases`: REPO -> the known image it is a copy of."""
+    from generator.job import admission
+
     name = job["metadata"]["name"]
     spec = job["spec"]
     specs = spec["pytorchReplicaSpecs"]
@@ -87,8 +94,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         for i in range(count):
             env = _operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs)
             replicas.append(_replica(Pod(name, f"{role.lower()}-{i}", role, rank, rspec.get("restartPolicy") or "OnFailure",
-                                         pod_spec, "pytorch", where, rspec["template"].get("metadata") or {}), env,
-                                     run_dir, namespace, aliases, shared, problems, notes))
+                                         pod_spec, admission.CONTAINER, where, rspec["template"].get("metadata") or {}),
+                                     env, run_dir, namespace, aliases, shared, problems, notes))
             rank += 1
     if problems:
         raise UserError(problems, source=name)
@@ -118,15 +125,15 @@ def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default"
         env = {"PET_NNODES": str(resolved.nodes), "PET_NPROC_PER_NODE": resolved.nproc, "PET_NODE_RANK": str(i),
                "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port), "JOB_COMPLETION_INDEX": str(i),
                "PYTHONUNBUFFERED": "1"}
-        replicas.append(_replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, "node",
+        replicas.append(_replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, runtime.CONTAINER,
                                      f"{resolved.runtime} node pod.spec"), env, run_dir, namespace, aliases, shared,
                                  problems, notes))
     if problems:
         raise UserError(problems, source=resolved.name)
     for r in replicas:
         notes += [f"{r.role}: {warning}" for warning in launch_warnings(r.argv)]
-    return Plan(resolved.name, run_dir, replicas, None, resolved.active_deadline, sorted(set(notes)), "TrainJob",
-                resolved.node_backoff_limit, resolved.max_set_restarts)
+    return Plan(resolved.name, run_dir, replicas, None, resolved.active_deadline, sorted(set(notes)), runtime.KIND,
+                JOBSET, resolved.node_backoff_limit, resolved.max_set_restarts)
 
 
 def _check_pods(pods: int, path: str, value: int, source: str = "") -> None:
@@ -294,10 +301,10 @@ CONTRACT_ENV = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "PET_NNODES"
 
 
 def describe(plan: Plan, env: bool = False) -> str:
-    if plan.kind == "TrainJob":
+    if plan.policy == JOBSET:
         then = (f"then JobSet restarts every node, up to {plan.max_set_restarts} time(s)" if plan.max_set_restarts
                 else "then the TrainJob fails (failurePolicy.maxRestarts 0)")
-        lines = [f"trainjob {plan.job}: {len(plan.replicas)} node(s) as Trainer v2 runs them: it succeeds when every node "
+        lines = [f"{plan.kind.lower()} {plan.job}: {len(plan.replicas)} node(s) as Trainer v2 runs them: it succeeds when every node "
                  f"succeeds; the node Job restarts failed nodes {plan.node_backoff_limit} time(s) (its backoffLimit), "
                  f"{then}; outputs under {plan.run_dir}"]
     else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.container.process import Process, backoff
-from generator.local.plan import Plan, Replica
+from generator.local.plan import JOBSET, Plan, Replica
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
@@ -192,7 +192,7 @@ class Runner:
                 ran = time.monotonic() - state.proc.started
                 self._finish(state, "Succeeded" if code == 0 else "Failed")
                 code = state.exit_code
-                if code != 0 and self.plan.kind == "TrainJob":
+                if code != 0 and self.plan.policy == JOBSET:
                     failed = self._node_failed(state, code, ran)
                     if failed:
                         return failed
@@ -258,7 +258,7 @@ class Runner:
         return None
 
     def _succeeded(self) -> str:
-        if self.plan.kind == "TrainJob":
+        if self.plan.policy == JOBSET:
             return "every node succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
         if self.plan.has_master:
             master = self.states[0]

@@ -74,7 +74,9 @@ def check_ranks(plan):
     """The plan, once each replica's node rank is its own, 0 to n-1 (RANK under training-operator,
     PET_NODE_RANK under both it and Trainer v2). Checked before anything starts: two replicas of
     one rank would wait in the rendezvous until a timeout instead of failing."""
-    keys = ("PET_NODE_RANK",) if plan.kind == "TrainJob" else ("RANK", "PET_NODE_RANK")
+    from generator.local import plan as local_plan
+
+    keys = ("PET_NODE_RANK",) if plan.policy == local_plan.JOBSET else ("RANK", "PET_NODE_RANK")
     for key in keys:
         ranks = [r.env.get(key) for r in plan.replicas]
         assert ranks == [str(i) for i in range(len(ranks))], f"{key} of {[r.name for r in plan.replicas]}: {ranks}"

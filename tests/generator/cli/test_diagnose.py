@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from tests.generator.diagnose.test_rules import pod, shot, unschedulable
+from tests.generator.diagnose.rules.shots import pod, shot, unschedulable
 from tests.support.cli_helpers import run
 
 

@@ -31,8 +31,8 @@ def nodes_plan(tmp_path, code: str, nodes: int = 2, node_backoff_limit: int = 6,
                                    {"PET_NODE_RANK": str(i), "PET_NNODES": str(nodes), "LIVES": str(tmp_path / "lives"),
                                     local_jobs.MARKER: marker})
                 for i in range(nodes)]
-    plan = local_plan.Plan("tj", tmp_path / "run", replicas, None, None, [], "TrainJob", node_backoff_limit,
-                           max_set_restarts)
+    plan = local_plan.Plan("tj", tmp_path / "run", replicas, None, None, [], "TrainJob", local_plan.JOBSET,
+                           node_backoff_limit, max_set_restarts)
     return plan, marker
 
 

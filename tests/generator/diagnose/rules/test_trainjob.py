@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from generator.diagnose import report, rules
 from generator.diagnose.snapshot import Snapshot
-from tests.generator.diagnose.test_rules import only
+from tests.generator.diagnose.rules.shots import only
 from tests.support import trainjobs
 from tests.support.trainjobs import IMAGE
 

@@ -1,0 +1,35 @@
+"""A job from what the user hands over: a manifest of any kind taken as it is, or a values file
+rendered through the chart (for either target). Checked by its kind's admission either way
+before anything runs or is applied."""
+from __future__ import annotations
+
+from generator import kinds
+from generator.errors import UserError
+from generator.job import validation, values_io
+
+
+def load(file: str, release: str, namespace: str, target: str | None = None) -> list[dict]:
+    """The objects to run or apply: the manifest's documents, or what the chart renders.
+    Both go through the same admission rules first."""
+    return read(file, release, namespace, target)[0]
+
+
+def read(file: str, release: str, namespace: str, target: str | None = None) -> tuple[list[dict], bool]:
+    """load's objects, and whether the chart rendered them from values (the file read once).
+    `target` (v1, v2) overrides the values' own; a manifest is what it is."""
+    documents = values_io.load_documents(file)
+    kind = kinds.in_manifest(documents)
+    if kind is not None:
+        objects = [d for d in documents if isinstance(d, dict)]
+        findings = kind.check(objects, file)
+        if findings:
+            raise UserError(findings, source=file)
+        return objects, False
+    values = values_io.mapping_of(documents, file)
+    checked = validation.check_values({**values, "target": target} if target else values, release, namespace)
+    if checked.findings:
+        raise UserError(checked.findings, source=file)
+    findings = kinds.for_objects(checked.objects).check_rendered(checked.objects)
+    if findings:
+        raise UserError(findings, source=file)
+    return checked.objects, True
