@@ -92,7 +92,7 @@ def down(directory) -> None:
     """Stop everything `cluster up` started."""
     from generator.controlplane import lifecycle
 
-    stopped = lifecycle.down(_layout(directory))
+    stopped = lifecycle.down(_layout(directory), warn=lambda message: click.echo(f"warning: {message}", err=True))
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
 
 

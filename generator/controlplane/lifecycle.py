@@ -17,9 +17,29 @@ from generator.errors import UserError
 
 def running(layout: Layout) -> ClusterState | None:
     current = state.load(layout.state_file)
-    if current and current.pid and processes.pid_alive(current.pid) and current.phase in LIVE_PHASES:
+    if current and current.pid and ours(current.pid, layout) and current.phase in LIVE_PHASES:
         return current
     return None
+
+
+def ours(pid: int, layout: Layout) -> bool:
+    """Whether `pid` is a live process this cluster started: after a reboot or PID reuse, the number
+    in state.json may belong to anybody's process, which must never be signalled."""
+    return processes.pid_alive(pid) and started_by(pid, layout.root)
+
+
+def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
+    """Signal the process, and its group when it leads one; '' when done, else why not."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        return "it had already exited"
+    except PermissionError as exc:
+        return f"not allowed ({exc.strerror})"
+    return ""
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
@@ -108,27 +128,38 @@ def status(layout: Layout) -> dict:
     return report
 
 
-def down(layout: Layout, grace: float = 60) -> list[str]:
-    """Stop the supervisor (which stops its children in order), then anything left behind."""
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
+    """Stop the supervisor (which stops its children in order), then anything left behind. What
+    it returns was stopped; what could not be, or was not ours to stop, goes to `warn`."""
     try:
         current = state.load(layout.state_file)
     except state.StateError:
-        return _down_without_state(layout)
+        return _down_without_state(layout, warn)
     stopped = []
     pid = current.pid if current else None
+    if pid and processes.pid_alive(pid) and not started_by(pid, layout.root):
+        warn(f"pid {pid}, which {layout.state_file} names as the supervisor, is another process now (after a "
+             "reboot or a reused process id): left alone")
+        pid = None
     if pid and processes.pid_alive(pid):
-        os.kill(pid, signal.SIGTERM)
+        why = _kill(pid, signal.SIGTERM)
         end = time.monotonic() + grace
-        while processes.pid_alive(pid) and time.monotonic() < end:
+        while not why and processes.pid_alive(pid) and time.monotonic() < end:
             time.sleep(0.2)
-        stopped.append(f"supervisor (pid {pid})")
+        if why:
+            warn(f"supervisor (pid {pid}) not signalled: {why}")
+        else:
+            stopped.append(f"supervisor (pid {pid})")
     for name, info in (current.processes if current else {}).items():
-        if processes.pid_alive(info.pid) and started_by(info.pid, layout.root):
-            os.killpg(info.pid, signal.SIGKILL)
-            stopped.append(f"{name} (pid {info.pid}, killed)")
-    if pid and processes.pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    stopped += _kill_strays(layout)
+        if ours(info.pid, layout):
+            _killed(f"{name} (pid {info.pid}", _kill(info.pid), stopped, warn)
+    if pid and ours(pid, layout):
+        _killed(f"supervisor (pid {pid}, after the grace period", _kill(pid), stopped, warn)
+    stopped += _kill_strays(layout, warn)
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
         stopped += _remove_network(current.pod_network)
     if current:
@@ -137,23 +168,26 @@ def down(layout: Layout, grace: float = 60) -> list[str]:
     return stopped
 
 
-def _down_without_state(layout: Layout) -> list[str]:
+def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     """A state file this version cannot read: what the cluster started is still found by the marker
     in its environment, and its bridge by the folder's name; the file goes, as the error promised."""
-    stopped = _kill_strays(layout)
+    stopped = _kill_strays(layout, warn)
     stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
     layout.state_file.unlink(missing_ok=True)
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]
 
 
-def _kill_strays(layout: Layout) -> list[str]:
-    stopped = []
+def _killed(what: str, why: str, stopped: list[str], warn) -> None:
+    if not why:
+        stopped.append(f"{what}, killed)")
+    elif why != "it had already exited":
+        warn(f"{what}) not killed: {why}")
+
+
+def _kill_strays(layout: Layout, warn=_warn) -> list[str]:
+    stopped: list[str] = []
     for stray in strays(layout.root):  # a pod's process whose kubelet died before it
-        try:
-            os.killpg(stray, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        stopped.append(f"pid {stray} (left behind, killed)")
+        _killed(f"pid {stray} (left behind", _kill(stray), stopped, warn)
     return stopped
 
 

@@ -42,3 +42,59 @@ def test_an_unreadable_state_file_is_named_with_the_fix_and_down_clears_it(tmp_p
     assert code == 0 and f"{folder / 'state.json'} (unreadable, removed)" in out, err
     code, out, _ = run("cluster", "status", "--dir", str(folder))
     assert code == 0 and out.startswith(f"cluster in {folder}: absent")
+
+
+def _state(folder, supervisor: int, children: dict[str, int]) -> None:
+    from generator.controlplane import state
+
+    folder.mkdir(exist_ok=True)
+    state.save(folder / "state.json", state.ClusterState(
+        phase="ready", pid=supervisor, processes={n: state.Process(p, str(folder / f"{n}.log")) for n, p in children.items()}))
+
+
+def test_down_never_signals_a_process_that_is_not_the_clusters_own(tmp_path):
+    """After a reboot or PID reuse, state.json's numbers belong to somebody else's processes."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "cluster"
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # no marker: not the cluster's
+    try:
+        _state(folder, bystander.pid, {"etcd": bystander.pid})
+        code, out, _ = run("cluster", "status", "--dir", str(folder))
+        assert code == 0 and out.startswith(f"cluster in {folder}: stopped")
+        code, out, err = run("cluster", "down", "--dir", str(folder))
+        assert code == 0, err
+        assert (f"warning: pid {bystander.pid}, which {folder / 'state.json'} names as the supervisor, is another "
+                "process now (after a reboot or a reused process id): left alone") in err
+        assert "etcd" not in out and str(bystander.pid) not in out
+        assert bystander.poll() is None  # still running
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_down_kills_a_child_that_leads_no_group_and_reports_only_what_it_did(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from generator.controlplane.layout import MARKER
+
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    env = {**os.environ, MARKER: str(folder)}
+    # Not a group leader: killpg(pid) would miss it (or hit another group of that number).
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
+    gone.wait()
+    try:
+        assert os.getpgid(child.pid) != child.pid
+        _state(folder, gone.pid, {"kube-scheduler": child.pid, "etcd": gone.pid})
+        code, out, err = run("cluster", "down", "--dir", str(folder))
+        assert code == 0, err
+        assert child.wait(timeout=10) == -9
+        assert out.strip() == f"stopped: kube-scheduler (pid {child.pid}, killed)"  # the exited ones are not claimed
+    finally:
+        child.kill()
+        child.wait()
