@@ -88,12 +88,18 @@ def status(fmt, directory) -> None:
 
 @command.command("down")
 @dir_option
-def down(directory) -> None:
+@click.option("--purge", is_flag=True, help="Also remove the cluster's keys, tokens, etcd data, volumes and logs, so "
+                                           "the next `cluster up` makes a new CA.")
+def down(directory, purge) -> None:
     """Stop everything `cluster up` started."""
     from generator.controlplane import lifecycle
 
-    stopped = lifecycle.down(_layout(directory), warn=lambda message: click.echo(f"warning: {message}", err=True))
+    layout = _layout(directory)
+    stopped = lifecycle.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+    if purge:
+        removed = lifecycle.purge(layout)
+        click.echo("removed: " + ", ".join(removed) if removed else "nothing to remove")
 
 
 @command.command("build")

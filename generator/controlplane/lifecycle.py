@@ -65,6 +65,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         raise UserError(str(exc)) from None
     build.ensure(say)
     _leftovers(layout)
+    reused = _old_ca(layout)
+    if reused:
+        say(reused)
     layout.logs.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
@@ -101,6 +104,43 @@ def _leftovers(layout: Layout) -> None:
     for sub in ("etcd", "kubeconfigs"):
         shutil.rmtree(layout.root / sub, ignore_errors=True)
     layout.state_file.unlink(missing_ok=True)
+
+
+def _old_ca(layout: Layout) -> str:
+    """A stopped cluster's CA signs the next one's certificates: say so, with the way out."""
+    import datetime
+
+    ca = layout.pki / "ca.crt"
+    if not ca.is_file():
+        return ""
+    made = datetime.datetime.fromtimestamp(ca.stat().st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"reusing the cluster's CA of {made} and the keys in {layout.pki} "
+            f"(`python -m generator cluster down --purge --dir {layout.root}` removes them)")
+
+
+# What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote.
+PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "volumes", "logs", "state.json")
+
+
+def purge(layout: Layout) -> list[str]:
+    """Remove the cluster's keys and data, only the entries it writes under its own folder; refused
+    while any of its processes runs."""
+    import shutil
+
+    if strays(layout.root):
+        raise UserError(f"the cluster in {layout.root} still has processes running; run `python -m generator "
+                        f"cluster down --dir {layout.root}` first")
+    removed = []
+    for name in PURGED:
+        target = layout.root / name
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+        else:
+            continue
+        removed.append(str(target))
+    return removed
 
 
 def strays(root: Path) -> list[int]:

@@ -98,3 +98,52 @@ def test_down_kills_a_child_that_leads_no_group_and_reports_only_what_it_did(tmp
     finally:
         child.kill()
         child.wait()
+
+
+def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
+    folder = tmp_path / "cluster"
+    for name in ("pki/ca.key", "pki/ca.crt", "etcd/member/snap", "kubeconfigs/admin", "kubelet/pods/x/token",
+                 "volumes/pvc-1/model.pt", "logs/etcd.log"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("secret")
+    (folder / "kubeconfig").write_text("admin")
+    (folder / "notes.txt").write_text("mine")  # not the cluster's: stays
+    code, out, err = run("cluster", "down", "--purge", "--dir", str(folder))
+    assert code == 0, err
+    assert out.splitlines()[0] == "nothing was running"
+    removed = out.splitlines()[1].removeprefix("removed: ").split(", ")
+    assert sorted(removed) == sorted(str(folder / n) for n in ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet",
+                                                                 "volumes", "logs"))
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from generator.controlplane import lifecycle
+    from generator.controlplane.layout import MARKER, Layout
+
+    folder = tmp_path / "cluster"
+    (folder / "pki").mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, MARKER: str(folder)})
+    try:
+        with pytest.raises(lifecycle.UserError) as refused:
+            lifecycle.purge(Layout(folder))
+        assert "still has processes running" in str(refused.value) and (folder / "pki").is_dir()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_up_says_when_it_reuses_an_earlier_clusters_ca(tmp_path):
+    from generator.controlplane import lifecycle, pki
+    from generator.controlplane.layout import Layout
+
+    layout = Layout(tmp_path / "cluster")
+    assert lifecycle._old_ca(layout) == ""  # noqa: SLF001 - a first start says nothing
+    pki.Authority(layout.pki)
+    said = lifecycle._old_ca(layout)  # noqa: SLF001
+    assert said.startswith("reusing the cluster's CA of 20") and f"and the keys in {layout.pki}" in said
+    assert f"`python -m generator cluster down --purge --dir {layout.root}` removes them" in said
