@@ -80,12 +80,15 @@ def serving_stem(cfg: ControlPlane) -> str:
     return f"apiserver-{cfg.address}"
 
 
+APISERVER_KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server as the kubelet's client; nobody else
+
+
 def certificates(cfg: ControlPlane) -> list[Certificate]:
     """Every certificate the control plane's components present, with the identity it carries."""
     return [
         Certificate(serving_stem(cfg), "kube-apiserver", server=True, ips=(*pki.API_IPS, cfg.address)),
         Certificate("admin", "pytorchjob-kit-admin", org="system:masters"),
-        Certificate("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"),
+        Certificate("apiserver-kubelet-client", APISERVER_KUBELET_CLIENT, org="system:masters"),
         Certificate(f"kubelet-{cfg.node_name}", NODE_USER.format(cfg.node_name), org=NODE_GROUP),
         *(Certificate(name, user) for name, user in CLIENTS.items()),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 from pathlib import Path
 
 from cryptography import x509
@@ -29,9 +30,13 @@ def service_account_files(folder: Path) -> tuple[Path, Path]:
 
 
 def _write_key(path: Path, key) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-    path.chmod(0o600)
+    """Readable by its owner from the first byte (no window between write and chmod), and never
+    through a symlink planted at its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(fd, 0o600)  # a file that was there before keeps no wider mode
+        out.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -58,7 +63,8 @@ class Authority:
             self.key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
             self.cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
             return
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.chmod(0o700)  # keys and the CA: nobody else on the machine lists or reads them
         self.key = ec.generate_private_key(ec.SECP256R1())
         name = _name("pytorchjob-kit-local-ca")
         self.cert = (_builder(name, name, self.key.public_key())

@@ -14,6 +14,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from generator.controlplane.components import APISERVER_KUBELET_CLIENT
+
 
 class NotFound(Exception):
     pass
@@ -135,14 +137,46 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.2)
 
 
-def serve(kubelet, address: str, port: int, cert: Path, key: Path, client_ca: Path) -> http.server.ThreadingHTTPServer:
+HANDSHAKE_SECONDS = 10.0
+
+
+class _TLSServer(http.server.ThreadingHTTPServer):
+    """TLS per connection, in the connection's own thread and with a deadline, so that a client
+    that connects and says nothing holds up nobody else; and only the API server gets an answer."""
+
+    daemon_threads = True
+    context: ssl.SSLContext
+    client_cn: str
+
+    def finish_request(self, request, client_address):
+        request.settimeout(HANDSHAKE_SECONDS)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            request.close()
+            return
+        subject = dict(field[0] for field in (tls.getpeercert() or {}).get("subject", ()))
+        if subject.get("commonName") != self.client_cn:  # signed by the cluster's CA, but not the API server
+            tls.close()
+            return
+        tls.settimeout(None)  # a followed log streams for as long as the container runs
+        super().finish_request(tls, client_address)
+
+    def shutdown_request(self, request):
+        try:
+            super().shutdown_request(request)
+        except OSError:
+            pass
+
+
+def serve(kubelet, address: str, port: int, cert: Path, key: Path, client_ca: Path,
+          client_cn: str = APISERVER_KUBELET_CLIENT) -> http.server.ThreadingHTTPServer:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(cert), str(key))
     context.load_verify_locations(str(client_ca))
-    context.verify_mode = ssl.CERT_REQUIRED  # the API server's kubelet-client certificate, nobody else
+    context.verify_mode = ssl.CERT_REQUIRED
     handler = type("KubeletHandler", (Handler,), {"kubelet": kubelet})
-    server = http.server.ThreadingHTTPServer((address, port), handler)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server = _TLSServer((address, port), handler)
+    server.context, server.client_cn = context, client_cn
     threading.Thread(target=server.serve_forever, name="kubelet-logs", daemon=True).start()
     return server
