@@ -81,7 +81,7 @@ def node(sup: Supervisor) -> None:
 def default_storage(sup: Supervisor) -> None:
     api = operator.admin_client(sup.layout)
     operator.apply(api, [storage.storage_class()], "default")
-    storage.Provisioner(api, sup.layout.root / "volumes", sup.stopping).start()
+    storage.Provisioner(api, sup.layout.volumes, sup.stopping).start()
 
 
 def operator_release(sup: Supervisor) -> None:

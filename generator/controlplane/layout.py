@@ -26,6 +26,11 @@ class Layout:
         return self.root / "pki"
 
     @property
+    def volumes(self) -> Path:
+        """The provisioner's folder: every claim's volume, and the only host folder pods may mount."""
+        return self.root / "volumes"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

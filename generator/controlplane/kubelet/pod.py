@@ -107,7 +107,7 @@ class PodWorker(threading.Thread):
         self.lock = threading.Lock()
         self.gone = False  # removed from the API without a graceful deletion
         self.stopping = threading.Event()
-        self.volumes = Volumes(kubelet.core, pod, self.folder)
+        self.volumes = Volumes(kubelet.core, pod, self.folder, kubelet.layout.volumes)
         self.sandbox = False  # its network namespace exists and its volumes are set up
         self.netns: Path | None = None
         self.pod_ip = ""

@@ -33,8 +33,9 @@ def _write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
 
 
 class Volumes:
-    def __init__(self, core, pod: dict, folder: Path):
+    def __init__(self, core, pod: dict, folder: Path, host_root: Path):
         self.core, self.pod, self.folder = core, pod, folder
+        self.host_root = host_root  # the one host folder pods may reach: the provisioner's
         self.namespace = pod["metadata"].get("namespace", "default")
         self.paths: dict[str, Path] = {}
         self.token_due: dict[str, float] = {}
@@ -65,7 +66,7 @@ class Volumes:
         if kind == "persistentVolumeClaim":
             return self._claim(volume["persistentVolumeClaim"]["claimName"])
         if kind == "hostPath":
-            path = Path(volume["hostPath"]["path"])
+            path = self._host_folder(volume["hostPath"]["path"], f'hostPath volume "{volume["name"]}"')
             if volume["hostPath"].get("type") in ("DirectoryOrCreate",):
                 path.mkdir(parents=True, exist_ok=True)
             if not path.exists():
@@ -92,8 +93,17 @@ class Volumes:
         source = pv.spec.host_path or pv.spec.local
         if source is None:
             raise MountError(f'persistentvolume "{pv.metadata.name}" is not a folder on this machine')
-        path = Path(source.path)
+        path = self._host_folder(source.path, f'persistentvolume "{pv.metadata.name}"')
         path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _host_folder(self, raw: str, what: str) -> Path:
+        """Pods run as root on this machine: a host path outside the provisioner's folder (links
+        followed) would hand them the machine, so it is refused as a failed mount."""
+        path, root = Path(raw).resolve(), self.host_root.resolve()
+        if path != root and root not in path.parents:
+            raise MountError(f'{what}: "{raw}" is outside {root}, the only host folder this node mounts (pods run as '
+                             "root here); use a persistentVolumeClaim of the local-folder class, or emptyDir")
         return path
 
     # --- keyed volumes ---------------------------------------------------------------------
