@@ -46,10 +46,13 @@ def command() -> None:
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
               help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
 @image_option
+@click.option("--pod-security", type=click.Choice(["privileged", "baseline", "restricted"]), default="baseline",
+              show_default=True, help="The Pod Security Standard enforced in namespaces that set none by label "
+                                      "(pod-security.kubernetes.io/enforce).")
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
     from generator.controlplane import lifecycle
     from generator.controlplane.state import NodeOptions
@@ -58,7 +61,7 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, operator, directory) ->
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases)), operator=operator)
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security), operator=operator)
     from generator.controlplane import build
 
     installed = (f"operator release {state.operator.release} in namespace {state.operator.namespace}"

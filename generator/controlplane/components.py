@@ -126,6 +126,7 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
     serving_cert, serving_key = cfg.cert(serving_stem(cfg))
     kubelet_cert, kubelet_key = cfg.cert("apiserver-kubelet-client")
     sa_private, sa_public = pki.service_account_files(cfg.layout.pki)
+    admission = cfg.layout.root / "admission.yaml"
     return Component("kube-apiserver", [
         str(build.binary("kube-apiserver")),
         f"--etcd-servers={cfg.etcd_url}",
@@ -136,6 +137,9 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
         f"--service-account-signing-key-file={sa_private}",
         f"--service-cluster-ip-range={SERVICE_RANGE}",
         "--authorization-mode=Node,RBAC",
+        # Every request names who sends it, and a node's credentials change only its own Node and pods.
+        "--anonymous-auth=false", "--enable-admission-plugins=NodeRestriction",
+        f"--admission-control-config-file={admission}",
         # No kube-proxy here: the API server reaches webhooks at their endpoints, the pods' own IPs.
         "--enable-aggregator-routing=true",
         "--endpoint-reconciler-type=none",
@@ -144,7 +148,18 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
         f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",
         f"--kubelet-certificate-authority={cfg.ca}", "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
-    ])
+    ], files={admission: admission_config(cfg.node.pod_security)})
+
+
+def admission_config(level: str) -> str:
+    """PodSecurity's cluster-wide default: `level` enforced wherever a namespace sets no label of its
+    own (`pod-security.kubernetes.io/enforce`), as a hardened cloud cluster does."""
+    return yaml.safe_dump({
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "PodSecurity", "configuration": {
+            "apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
+            "defaults": {"enforce": level, "enforce-version": "latest"},
+            "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": ["kube-system"]}}}]}, sort_keys=False)
 
 
 def _authenticated(path: Path) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from generator.controlplane.network import PodNetwork
@@ -31,6 +31,8 @@ class NodeOptions:
     memory: str | None = None
     gpus: int = 0
     images: dict[str, str] = field(default_factory=dict)
+    # The Pod Security Standard enforced in every namespace that does not choose its own by label.
+    pod_security: str = "baseline"
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -49,7 +51,7 @@ class NodeOptions:
 
     def with_images(self, images: dict[str, str]) -> NodeOptions:
         """These options with more aliases; the user's own win over the ones added."""
-        return NodeOptions(self.cpu, self.memory, self.gpus, {**images, **self.images})
+        return replace(self, images={**images, **self.images})
 
 
 @dataclass(frozen=True)

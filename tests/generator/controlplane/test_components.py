@@ -88,6 +88,8 @@ def test_every_certificate_a_component_names_is_one_the_certificates_step_issues
         component = build_it(cfg)
         named |= {Path(v) for v in flags(component).values() if v.endswith((".crt", ".key")) and "/sa." not in v}
         for text in component.files.values():
+            if "users" not in yaml.safe_load(text):  # not a kubeconfig: the API server's admission config
+                continue
             user = yaml.safe_load(text)["users"][0]["user"]
             named |= {Path(user["client-certificate"]), Path(user["client-key"])}
     named.discard(cfg.ca)
@@ -116,3 +118,16 @@ def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_withou
     assert names == ["pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
                      "kube-scheduler", "node", "default storage", "operator release"]
     assert [s.name for s in bringup.steps(with_operator=False)] == names[:-1]
+
+
+@pytest.mark.parametrize("level", ["baseline", "restricted", "privileged"])
+def test_the_api_server_authenticates_everyone_restricts_nodes_and_enforces_the_pod_security_level(cfg, level):
+    from dataclasses import replace
+
+    component = components.kube_apiserver(replace(cfg, node=replace(cfg.node, pod_security=level)))
+    args = flags(component)
+    assert args["anonymous-auth"] == "false" and args["enable-admission-plugins"] == "NodeRestriction"
+    config = yaml.safe_load(component.files[Path(args["admission-control-config-file"])])
+    (plugin,) = config["plugins"]
+    assert plugin["name"] == "PodSecurity"
+    assert plugin["configuration"]["defaults"] == {"enforce": level, "enforce-version": "latest"}
