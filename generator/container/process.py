@@ -35,6 +35,7 @@ class Process:
         self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, bufsize=1, errors="replace",
                                      start_new_session=True, preexec_fn=preexec_fn)
+        self.env, self.cwd = env, cwd  # what it runs with, for commands run beside it (exec probes)
         self.started = time.monotonic()
         self.reader = threading.Thread(target=self._read, args=(on_line,), daemon=True)
         self.reader.start()

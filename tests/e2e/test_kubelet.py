@@ -392,6 +392,52 @@ def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(clust
         _gone(cluster, "env-check")
 
 
+def test_an_exec_probe_runs_inside_the_container_with_its_env(cluster):
+    """The probe sees the container's private /var/run and its env, not this machine's."""
+    core = cluster.core()
+    _pod(cluster, "exec-probe", {"containers": [{
+        "name": "sh", "image": "busybox:1.36", "command": ["sh", "-c", "echo up > /var/run/state/ready; sleep 300"],
+        "env": [{"name": "MODE", "value": "serving"}],
+        "readinessProbe": {"exec": {"command": ["sh", "-c", 'test -f /var/run/state/ready && test "$MODE" = serving']},
+                           "periodSeconds": 1},
+        "volumeMounts": [{"name": "state", "mountPath": "/var/run/state"}]}],
+        "volumes": [{"name": "state", "emptyDir": {}}]})
+    try:
+        wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in
+                             core.read_namespaced_pod("exec-probe", "default").status.conditions or []), 60,
+                 "the exec readiness probe to pass")
+        assert not Path("/var/run/state/ready").exists()  # the file is the container's alone
+    finally:
+        _gone(cluster, "exec-probe")
+
+
+def test_a_host_path_is_refused_by_pod_security_and_outside_the_volumes_folder_by_the_node(cluster):
+    from kubernetes import client
+
+    core = cluster.core()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "host-etc"}, "spec": {
+        "restartPolicy": "Never", "containers": [{"name": "sh", "image": "busybox:1.36", "command": ["cat", "/host/shadow"],
+                                                  "volumeMounts": [{"name": "etc", "mountPath": "/host"}]}],
+        "volumes": [{"name": "etc", "hostPath": {"path": "/etc"}}]}}
+    # `cluster up` enforces PodSecurity baseline wherever a namespace sets no level of its own.
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod("default", pod)
+    assert refused.value.status == 403
+    assert 'violates PodSecurity "baseline:latest": hostPath volumes' in json.loads(refused.value.body)["message"]
+    # A namespace an admin opened up still gets nothing outside the cluster's volumes folder from the node.
+    core.create_namespace({"metadata": {"name": "host-paths",
+                                        "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
+    try:
+        core.create_namespaced_pod("host-paths", pod)
+        failed = wait_for(lambda: [e for e in events(cluster, "host-etc", "host-paths") if e.reason == "FailedMount"],
+                          60, "the FailedMount event")
+        assert 'hostPath volume "etc": "/etc" is outside' in failed[0].message
+        assert f"{cluster.dir / 'volumes'}, the only host folder this node mounts" in failed[0].message
+        assert core.read_namespaced_pod("host-etc", "host-paths").status.phase == "Pending"
+    finally:
+        core.delete_namespace("host-paths")
+
+
 def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
     _pod(cluster, "crasher", {"restartPolicy": "OnFailure", "containers": [{
         "name": "sh", "image": "busybox", "command": ["sh", "-c", "echo run; exit 3"]}]})

@@ -391,7 +391,12 @@ class PodWorker(threading.Thread):
                 with socket.create_connection(target, timeout=timeout):
                     return True, ""
             if "exec" in spec:
-                done = subprocess.run(["nsenter", f"--net={self.netns}", *spec["exec"]["command"]], capture_output=True,
+                # As a runtime's exec: in the container's own mount, UTS and network namespaces, with its env
+                # and folder, not this machine's view or the env of whoever started the cluster.
+                if c.proc is None or c.proc.poll() is not None:
+                    return False, "the container is not running"
+                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--",
+                                       *spec["exec"]["command"]], env=c.proc.env, cwd=c.proc.cwd, capture_output=True,
                                       text=True, timeout=timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
             return False, "only httpGet, tcpSocket and exec probes run on the process node"
