@@ -92,7 +92,11 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
         if source is None:
             raise StartError(f'volumeMount "{mount["name"]}" names no volume of the pod')
         if mount.get("subPath"):
-            source = source / mount["subPath"]
+            # A link the pod left in its volume must not take the mount out of it (a known escape).
+            within = (source / mount["subPath"]).resolve()
+            if within != source.resolve() and source.resolve() not in within.parents:
+                raise StartError(f'subPath "{mount["subPath"]}" of volumeMount "{mount["name"]}" leads out of the volume')
+            source = within
             source.mkdir(parents=True, exist_ok=True)
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
     env = {**env}

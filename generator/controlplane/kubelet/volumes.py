@@ -19,17 +19,26 @@ class MountError(Exception):
 
 
 def _write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
-    """Files replaced one by one with a rename, so a reader sees an old or a new file, never half of one."""
+    """Files replaced one by one with a rename, so a reader sees an old or a new file, never half of
+    one; each born with its final mode, and never written through a link a pod left in the folder."""
     folder.mkdir(parents=True, exist_ok=True)
+    root = folder.resolve()
     for rel, (data, mode) in files.items():
         target = folder / rel
-        if target.is_file() and target.read_bytes() == data:
-            continue
         target.parent.mkdir(parents=True, exist_ok=True)
+        parent = target.parent.resolve()
+        if parent != root and root not in parent.parents:
+            raise MountError(f'"{rel}" leads out of the volume\'s folder; a key\'s path must stay inside it')
+        target = parent / target.name
+        if not target.is_symlink() and target.is_file() and target.read_bytes() == data:
+            continue
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.chmod(mode)
-        os.replace(tmp, target)
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(fd, mode)  # the umask narrows the mode open() was given
+            out.write(data)
+        os.replace(tmp, target)  # replaces a link itself, never what it points to
 
 
 class Volumes:

@@ -87,3 +87,13 @@ def test_stop_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):
         threading.Event().wait(0.05)
     assert proc.stop(1.0) == 137
     assert lines[0] == "up" and "TERM" in lines  # its trap ran: SIGTERM came first
+
+
+def test_a_sub_path_that_a_link_leads_out_of_the_volume_is_refused_before_anything_runs(tmp_path):
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    (volume / "out").symlink_to("/etc")  # written by an earlier container of the pod
+    with pytest.raises(runtime.StartError, match='subPath "out" of volumeMount "v" leads out of the volume'):
+        run(images.of("shell"), {"name": "sh", "command": ["true"],
+                                 "volumeMounts": [{"name": "v", "mountPath": "/var/run/x", "subPath": "out"}]},
+            {"v": volume}, tmp_path)
