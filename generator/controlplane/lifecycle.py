@@ -113,7 +113,13 @@ def _old_ca(layout: Layout) -> str:
     ca = layout.pki / "ca.crt"
     if not ca.is_file():
         return ""
+    from cryptography import x509
+
+    from generator.controlplane import pki
+
     made = datetime.datetime.fromtimestamp(ca.stat().st_mtime, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if not pki.lasting(x509.load_pem_x509_certificate(ca.read_bytes())):
+        return f"the cluster's CA of {made} in {layout.pki} ends within {pki.RENEW_BEFORE.days} days: making a new one"
     return (f"reusing the cluster's CA of {made} and the keys in {layout.pki} "
             f"(`python -m generator cluster down --purge --dir {layout.root}` removes them)")
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -53,8 +54,16 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.Certific
             .not_valid_after(now + VALID))
 
 
+RENEW_BEFORE = datetime.timedelta(days=30)  # a certificate this close to its end is made anew at the next start
+
+
+def lasting(cert: x509.Certificate) -> bool:
+    return cert.not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc) > RENEW_BEFORE
+
+
 class Authority:
-    """The cluster's CA: signs every other certificate."""
+    """The cluster's CA: signs every other certificate. A CA near its end is replaced, and every
+    certificate it signed with it."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -62,7 +71,8 @@ class Authority:
         if self.cert_path.exists():
             self.key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
             self.cert = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
-            return
+            if lasting(self.cert):
+                return
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.chmod(0o700)  # keys and the CA: nobody else on the machine lists or reads them
         self.key = ec.generate_private_key(ec.SECP256R1())
@@ -77,12 +87,16 @@ class Authority:
         _write_key(self.key_path, self.key)
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
+    def signed(self, cert: x509.Certificate) -> bool:
+        """Whether `cert` is this CA's and lasts beyond the renewal window: else it is made anew."""
+        return lasting(cert) and cert.issuer == self.cert.subject and _signed_by(cert, self.cert)
+
     def issue(self, stem: str, cn: str, org: str | None = None, server: bool = False,
               names: list[str] = API_NAMES, ips: list[str] = API_IPS) -> tuple[Path, Path]:
         """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist.
         A server certificate is for `names` and `ips` (the API server's unless told)."""
         crt, key_path = files(self.folder, stem)
-        if crt.exists() and key_path.exists():
+        if crt.exists() and key_path.exists() and self.signed(x509.load_pem_x509_certificate(crt.read_bytes())):
             return crt, key_path
         key = ec.generate_private_key(ec.SECP256R1())
         usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -96,6 +110,14 @@ class Authority:
         _write_key(key_path, key)
         crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         return crt, key_path
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    except InvalidSignature:
+        return False
+    return True
 
 
 def service_account_key(folder: Path) -> tuple[Path, Path]:

@@ -42,3 +42,34 @@ def test_a_key_is_never_written_through_a_symlink(tmp_path):
     with pytest.raises(OSError):
         pki.Authority(folder)
     assert elsewhere.read_text() == "not a key"
+
+
+def test_certificates_near_their_end_are_made_anew_with_the_ca_and_what_it_signed(tmp_path, monkeypatch):
+    import datetime
+
+    from cryptography import x509
+
+    folder = tmp_path / "pki"
+    monkeypatch.setattr(pki, "VALID", pki.RENEW_BEFORE - datetime.timedelta(days=1))  # a cluster from long ago
+    old_ca = pki.Authority(folder)
+    old_crt, _ = old_ca.issue("admin", "admin")
+    assert pki.Authority(folder).cert.serial_number != old_ca.cert.serial_number  # the CA ends soon: a new one
+    monkeypatch.setattr(pki, "VALID", datetime.timedelta(days=365))
+    ca = pki.Authority(folder)
+    crt, _ = ca.issue("admin", "admin")
+    cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    assert ca.signed(cert) and cert.issuer == ca.cert.subject  # the leaf follows the CA it is checked against
+    assert ca.issue("admin", "admin") == (crt, crt.with_suffix(".key"))
+    assert x509.load_pem_x509_certificate(crt.read_bytes()).serial_number == cert.serial_number  # kept while it lasts
+
+
+def test_up_says_a_new_ca_is_made_when_the_old_one_ends_soon(tmp_path, monkeypatch):
+    import datetime
+
+    from generator.controlplane import lifecycle
+    from generator.controlplane.layout import Layout
+
+    layout = Layout(tmp_path / "cluster")
+    monkeypatch.setattr(pki, "VALID", datetime.timedelta(days=3))
+    pki.Authority(layout.pki)
+    assert "ends within 30 days: making a new one" in lifecycle._old_ca(layout)  # noqa: SLF001
