@@ -85,10 +85,12 @@ def test_down_kills_a_child_that_leads_no_group_and_reports_only_what_it_did(tmp
     folder.mkdir()
     env = {**os.environ, MARKER: str(folder)}
     # Not a group leader: killpg(pid) would miss it (or hit another group of that number).
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], env=env,
+                             stdout=subprocess.PIPE, text=True)
     gone = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
     gone.wait()
     try:
+        assert child.stdout.readline() == "up\n"  # exec'd: its environment is the marked one
         assert os.getpgid(child.pid) != child.pid
         _state(folder, gone.pid, {"kube-scheduler": child.pid, "etcd": gone.pid})
         code, out, err = run("cluster", "down", "--dir", str(folder))
@@ -127,8 +129,10 @@ def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
 
     folder = tmp_path / "cluster"
     (folder / "pki").mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, MARKER: str(folder)})
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                            env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout.readline() == "up\n"  # exec'd: its environment is the marked one
         with pytest.raises(lifecycle.UserError) as refused:
             lifecycle.purge(Layout(folder))
         assert "still has processes running" in str(refused.value) and (folder / "pki").is_dir()
