@@ -52,13 +52,14 @@ def test_certificates_near_their_end_are_made_anew_with_the_ca_and_what_it_signe
     folder = tmp_path / "pki"
     monkeypatch.setattr(pki, "VALID", pki.RENEW_BEFORE - datetime.timedelta(days=1))  # a cluster from long ago
     old_ca = pki.Authority(folder)
-    old_crt, _ = old_ca.issue("admin", "admin")
+    old_leaf = x509.load_pem_x509_certificate(old_ca.issue("admin", "admin")[0].read_bytes())
     assert pki.Authority(folder).cert.serial_number != old_ca.cert.serial_number  # the CA ends soon: a new one
     monkeypatch.setattr(pki, "VALID", datetime.timedelta(days=365))
     ca = pki.Authority(folder)
     crt, _ = ca.issue("admin", "admin")
     cert = x509.load_pem_x509_certificate(crt.read_bytes())
     assert ca.signed(cert) and cert.issuer == ca.cert.subject  # the leaf follows the CA it is checked against
+    assert cert.serial_number != old_leaf.serial_number and not ca.signed(old_leaf)
     assert ca.issue("admin", "admin") == (crt, crt.with_suffix(".key"))
     assert x509.load_pem_x509_certificate(crt.read_bytes()).serial_number == cert.serial_number  # kept while it lasts
 
