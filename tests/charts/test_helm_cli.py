@@ -14,14 +14,6 @@ from tests.support import scenarios
 pytestmark = pytest.mark.e2e  # needs the Go-built binary, as the rest of `make e2e`
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    binary = build.binary(build.HELM_BINARY)
-    if not binary.is_file():
-        pytest.fail(f"{binary} is not built: run `python -m generator cluster build` (`make e2e` does)")
-    return str(binary)
-
-
 def _values(tmp_path, chart: str, name: str) -> str:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(scenarios.values(chart, name)))

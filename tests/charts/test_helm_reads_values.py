@@ -10,20 +10,11 @@ import sys
 import pytest
 import yaml
 
-from generator.controlplane import build
 from tests.support import ROOT
 
 pytestmark = pytest.mark.e2e  # needs the Go-built helm, as the rest of `make e2e`
 
 CHART = str(ROOT / "charts" / "pytorchjob")
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    binary = build.binary(build.HELM_BINARY)
-    if not binary.is_file():
-        pytest.fail(f"{binary} is not built: run `python -m generator cluster build` (`make e2e` does)")
-    return str(binary)
 
 
 def both(helm: str, tmp_path, text: str):
