@@ -35,18 +35,27 @@ def _aliases(ctx, param, values) -> dict[str, str]:
     from generator.container import programs
 
     known = [p.repository for p in programs.known().values()]
+    out = {}
     for value in values:
-        repo, _, target = value.partition("=")
-        if not repo or target not in known:
-            raise click.BadParameter(f"{value!r}: write REPO=KNOWN, where KNOWN is one of {', '.join(known)}")
-    return dict(value.split("=", 1) for value in values)
+        try:
+            repo, target = programs.mapping(value, known)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        out[repo] = target
+    return out
 
 
 def image_option(fn):
-    """--image REPO=KNOWN: the same image map for `cluster up` and `run`."""
-    return click.option("--image", "aliases", multiple=True, metavar="REPO=KNOWN", callback=_aliases,
-                        help="Run images of REPO as the known image KNOWN (your build or mirror of the trainer); "
-                             "repeatable.")(fn)
+    """--image REPO=host|DIR[:PATH]|KNOWN: the same image map for `cluster up` and `run`."""
+    from generator.container.programs import CODE_PATH
+
+    return click.option("--image", "aliases", multiple=True, metavar="REPO=host|DIR[:PATH]|KNOWN", callback=_aliases,
+                        help="What images of REPO (no tag) are on this machine; repeatable. `host`: your own code, its "
+                             "command run by this machine's python, torchrun, bash and sh on this machine's files. "
+                             "DIR[:PATH]: the same, and the folder DIR is what the image holds at PATH (default: the "
+                             f"container's workingDir, else {CODE_PATH}), so {CODE_PATH}/train.py is DIR/train.py and "
+                             "the container starts in DIR. KNOWN: a copy of a known image (your build or mirror of "
+                             "the trainer).")(fn)
 
 
 CHARTS = ("pytorchjob", "pytorch-operator")

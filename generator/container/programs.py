@@ -1,13 +1,17 @@
 """Which program each image is on this machine, for the process node and `generator run` alike.
 An image names a filesystem this machine does not have, so each image the project's charts use
 maps to the local program it stands for; any other image fails the way a pull of a missing image
-fails, unless `--image REPO=KNOWN` says it is a copy of a known one.
+fails, unless `--image` says what it is here: REPO=KNOWN a copy of a known one, REPO=host your
+own code run by this machine's Python on this machine's filesystem, REPO=DIR[:PATH] the same
+with the folder DIR as what the image holds at PATH.
 
 Built programs (the operator) live where the control plane's build puts them; that package passes
 their paths in (`binaries`), so this one knows nothing of how they are built."""
 from __future__ import annotations
 
 import os
+import posixpath
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,6 +26,10 @@ HOST = "host"  # runs on this machine's filesystem; volume paths in args and env
 PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
 SHELL = "shell"  # a shell image: this machine's sh and coreutils, with the pod's resolver as nslookup
 
+USER_HOST = "host"  # --image REPO=host
+CODE_PATH = "/workspace"  # where an image holds its code when neither PATH nor workingDir says
+USER_ROLE = "user"
+
 
 @dataclass(frozen=True)
 class Program:
@@ -31,15 +39,25 @@ class Program:
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
     binary: Path | None = None  # what the image's entrypoint path is on this machine (PRIVATE), once passed in
     what: str = ""
+    code: Path | None = None  # a user image's folder (REPO=DIR[:PATH]): what the image holds at code_path
+    code_path: str | None = None  # None: the container's workingDir, else CODE_PATH
 
     def env(self) -> dict[str, str]:
         """The image's own ENV."""
         path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        if self.mode == HOST:
-            # The trainer image's python is this interpreter, with the packages and this checkout.
-            return {"PATH": f"{Path(sys.executable).parent}:{path}", "PYTHONUNBUFFERED": "1",
-                    "PYTHONPATH": str(paths.ROOT)}
-        return {"PATH": path}
+        if self.mode != HOST:
+            return {"PATH": path}
+        # python and torchrun in the image are this interpreter's, also where a shell script names them.
+        env = {"PATH": f"{Path(sys.executable).parent}:{path}"}
+        if self.role == "trainer":  # the trainer image's ENV: its package is this checkout
+            env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(paths.ROOT))
+        return env
+
+    def code_at(self, container: dict) -> tuple[str, Path] | None:
+        """(PATH, DIR) for a user image with a folder: where in the container DIR's files are."""
+        if self.code is None:
+            return None
+        return self.code_path or posixpath.normpath(container.get("workingDir") or CODE_PATH), self.code
 
 
 class ImagePullError(Exception):
@@ -86,17 +104,82 @@ def of(role: str) -> Program:
     return next(p for p in known().values() if p.role == role)
 
 
+def split_code(target: str) -> tuple[str, str | None]:
+    """DIR[:PATH] -> (DIR, PATH or None). PATH is absolute, so a colon before a slash ends DIR."""
+    head, sep, tail = target.rpartition(":")
+    return (head, tail) if sep and head and tail.startswith("/") else (target, None)
+
+
+def user(name: str, target: str) -> Program:
+    """The program a user's image is here: `host`, or a folder DIR[:PATH] (DIR absolute, as
+    `mapping` wrote it)."""
+    if target == USER_HOST:
+        return Program(USER_ROLE, name, HOST, (), what="this machine's python, torchrun, bash and sh")
+    folder, at = split_code(target)
+    return Program(USER_ROLE, name, HOST, (), code=Path(folder), code_path=at,
+                   what=f"{folder} at {at or 'its workingDir, else ' + CODE_PATH}, run by this machine's python")
+
+
+# Folders a container of a user image needs from this machine, which its code folder must not hide.
+def _needed() -> list[str]:
+    found = [sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), "/bin", "/usr/bin", "/lib", "/usr/lib",
+             "/etc", "/proc", "/dev", "/sys", "/tmp", "/var/run", "/run"]
+    for tool in ("sh", "bash"):
+        where = shutil.which(tool)
+        if where:
+            found.append(str(Path(where).parent))
+    return found
+
+
+def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) -> tuple[str, str]:
+    """One `--image` value -> (repository, target): KNOWN, `host`, or DIR[:PATH] with DIR made
+    absolute. Raises ValueError with what to write instead."""
+    repo, sep, target = value.partition("=")
+    forms = (f"write REPO=host (your own code, run by this machine's python), REPO=DIR[:PATH] (the folder DIR is what "
+             f"the image holds at PATH, default its workingDir, else {CODE_PATH}), or REPO=KNOWN, where KNOWN is one of "
+             f"{', '.join(known_repositories)}")
+    if not sep or not repo or not target:
+        raise ValueError(f"{value!r}: {forms}")
+    if repository(repo) != repo:
+        raise ValueError(f"{value!r}: REPO is an image's repository, without tag or digest: "
+                         f"write {repository(repo)}={target}")
+    if target in known_repositories or target == USER_HOST:
+        return repo, target
+    folder, at = split_code(target)
+    where = (cwd or Path.cwd()) / Path(folder).expanduser()
+    if not where.is_dir():
+        raise ValueError(f"{value!r}: {folder} is not a folder here, nor a known image; {forms}")
+    if at is not None:
+        normal = posixpath.normpath(at)
+        hidden = [n for n in _needed() if n == normal or n.startswith(normal.rstrip("/") + "/")]
+        if hidden:
+            raise ValueError(f"{value!r}: PATH {at} would hide {hidden[0]}, which the container needs from this "
+                             f"machine; use the folder the image keeps its code in, such as {CODE_PATH}")
+        at = normal
+    return repo, str(where.resolve()) + (f":{at}" if at else "")
+
+
 def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None) -> Program:
-    """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the trainer).
-    Without `binaries` a built program resolves with no binary: `generator run` never starts one."""
+    """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the
+    trainer), `host`, or DIR[:PATH] (your own code). Without `binaries` a built program resolves
+    with no binary: `generator run` never starts one."""
     programs = known(binaries)
     name = repository(image)
-    program = programs.get((aliases or {}).get(name, name))
+    target = (aliases or {}).get(name, name)
+    if target not in programs and name in (aliases or {}):
+        program = user(name, target)
+        if program.code is not None and not program.code.is_dir():
+            raise ImagePullError(f'image "{image}" is the folder {program.code}, which is not there any more; '
+                                 f"make it again, or map {name} anew with `--image`")
+        return program
+    program = programs.get(target)
     if program is None:
         listing = "; ".join(f"{p.repository} ({p.what})" for p in programs.values())
         raise ImagePullError(f'image "{image}" cannot run on this machine, which runs only these images: '
-                             f"{listing}. Use one of them, pass `--image {name}=<one of them>` (to `cluster up` or "
-                             "`run`) if it is a copy of one, or submit the job to a real cluster")
+                             f"{listing}. For your own code pass `--image {name}=host` (its command runs with this "
+                             f"machine's python) or `--image {name}=DIR[:PATH]` (the folder DIR is what the image holds "
+                             f"at PATH) to `cluster up` or `run`; pass `--image {name}=<one of them>` if it is a copy of "
+                             "one; or submit the job to a real cluster")
     if program.binary is not None and not os.access(program.binary, os.X_OK):
         raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
                              f"`python -m generator cluster build`")

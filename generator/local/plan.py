@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.container import machine, programs
-from generator.container.command import on_host
+from generator.container.command import NoCommand, on_host
 from generator.container.env import ConfigError, ShellSources, container_env
 from generator.container.ports import free_port
 from generator.errors import Finding, UserError
@@ -176,8 +176,8 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
     variables) over it, and its volumes as folders under run_dir."""
     container = next(c for c in pod.spec["containers"] if c.get("name") == pod.main)
     cwhere = f"{pod.where}.containers[{pod.main}]"
-    if not any(f.path == f"{cwhere}.image" for f in problems):  # once per spec, not per replica
-        _check_image(container.get("image", ""), aliases, f"{cwhere}.image", problems)
+    problems_here: list[Finding] = []
+    program = _check_image(container.get("image", ""), aliases, f"{cwhere}.image", problems_here)
     for other in pod.spec["containers"]:
         if other.get("name") != pod.main:
             notes.append(f"{pod.role}: sidecar container {other.get('name')} does not run locally")
@@ -204,16 +204,24 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
     resolved = as_pod(pod, namespace, injected)
     container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
     sources = ShellSources(cwhere)
-    trainer = programs.of("trainer")
+    program = program or programs.of("trainer")  # refused already: the rest is still checked, as the trainer
     try:
         # The image's ENV under the pod's, as the node builds it; the node's own additions are the README's differences.
-        env = container_env(resolved, container, trainer.env(), sources, machine.allocatable())
+        env = container_env(resolved, container, program.env(), sources, machine.allocatable())
+        host = on_host(program.entrypoint, container, env, mounts, run_dir / DISKS / pod.name, program.env(),
+                       program.code_at(container))
     except ConfigError as exc:
-        problems.append(Finding(f"{cwhere}.env", str(exc),
-                                hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
+        problems_here.append(Finding(f"{cwhere}.env", str(exc),
+                                     hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
+        host = None
+    except NoCommand as exc:
+        problems_here.append(Finding(f"{cwhere}.command", f"{exc} ({program.repository} runs as {program.what})",
+                                     container.get("image"),
+                                     hint="write the command the image would run, e.g. [python, /workspace/train.py]"))
+        host = None
+    problems.extend(p for p in [*problems_here, *sources.problems] if p not in problems)  # once per spec, not per replica
+    if host is None:
         return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [], {}, mounts)
-    problems.extend(p for p in sources.problems if p not in problems)  # once per spec, not per replica
-    host = on_host(trainer.entrypoint, container, env, mounts, run_dir / DISKS / pod.name, trainer.env())
     return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, host.argv, host.env, mounts, host.cwd)
 
 
@@ -260,17 +268,28 @@ def _has_nvidia_gpu() -> bool:
     return gpus.is_dir() and any(gpus.iterdir())
 
 
-def _check_image(image: str, aliases: dict[str, str] | None, where: str, problems: list[Finding]) -> None:
-    """The same image map as the process node's: the trainer image, or a copy of it named by --image."""
+def _check_image(image: str, aliases: dict[str, str] | None, where: str,
+                 problems: list[Finding]) -> programs.Program | None:
+    """The same image map as the process node's: the trainer image, a copy of it, or your own code
+    (`--image REPO=host` or `REPO=DIR[:PATH]`); None, with a finding, for what this machine cannot run."""
     trainer = programs.of("trainer").repository
     try:
         program = programs.resolve(image, aliases)
-    except programs.ImagePullError:
+    except programs.ImagePullError as exc:
+        if "not there any more" in str(exc):
+            problems.append(Finding(where, str(exc), image))
+            return None
         program = None
-    if program is None or program.role != "trainer":
-        what = "is not an image this machine has" if program is None else f"is the {program.role} image, not the trainer"
-        problems.append(Finding(where, what, image, hint=f"use {trainer}, or pass `--image {programs.repository(image)}="
-                                                        f"{trainer}` if it is a build of it (its python runs this checkout)"))
+    if program is not None and program.mode == programs.HOST:
+        return program
+    repo = programs.repository(image)
+    what = "is not an image this machine has" if program is None else f"is the {program.role} image, not a training one"
+    problems.append(Finding(where, what, image, hint=f"for your own code pass `--image {repo}=host` (its command runs "
+                                                     f"with this machine's python) or `--image {repo}=DIR[:PATH]` (the "
+                                                     f"folder DIR is what the image holds at PATH, default its "
+                                                     f"workingDir, else {programs.CODE_PATH}); `--image {repo}={trainer}` "
+                                                     "if it is a build of the trainer (its python runs this checkout)"))
+    return None
 
 
 def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,

@@ -1,7 +1,9 @@
 """How one container starts on this machine: the image's program, in the pod's network namespace,
 with the pod's resolver mounted at /etc/hosts in a private mount namespace, and the volumes either mounted at their mountPaths (the
 operator, whose paths are compiled in, and shell images) or written into the command line and
-env as folders (the trainer, exactly as `generator run` does)."""
+env as folders (the trainer and your own code, exactly as `generator run` does; a user image's
+code folder is also mounted read-only where the image holds it, for code that names its own
+files)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.container import programs
-from generator.container.command import command_line, on_host
+from generator.container.command import NoCommand, command_line, on_host
 from generator.container.process import Process
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
@@ -33,14 +35,21 @@ TOOLBOX = "/var/run/pod/bin"  # where a shell image finds the kubelet's nslookup
 
 
 def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
-                 toolbox: Path | None, argv: list[str]) -> str:
+                 toolbox: Path | None, argv: list[str], code: tuple[str, Path] | None = None,
+                 cwd: Path | None = None) -> str:
     """A shell script that builds the container's view and execs its program: the pod's hostname
     (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
-    only /etc/hosts changes; otherwise /tmp and /var/run are the container's own (fresh tmpfs) and
-    each volume is mounted at its mountPath. Sources pass through a staging tmpfs first because a
-    source may itself live under /tmp, which a tmpfs then hides."""
+    only /etc/hosts changes (and `code`, (PATH, DIR), is mounted read-only at PATH, then the
+    script enters `cwd` anew, which may lie in it); otherwise /tmp and /var/run are the
+    container's own (fresh tmpfs) and each volume is mounted at its mountPath. Sources pass
+    through a staging tmpfs first because a source may itself live under /tmp, which a tmpfs then
+    hides."""
     q = shlex.quote
     lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
+    if code:
+        lines += [f"mount --bind {q(str(code[1]))} {q(code[0])}", f"mount -o remount,bind,ro {q(code[0])}"]
+        if cwd:
+            lines.append(f"cd {q(str(cwd))}")
     if mounts is not None:
         mounts = list(mounts)
         lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
@@ -80,6 +89,7 @@ class Prepared:
     cwd: Path
     mounts: list[tuple[Path, str, bool]] | None  # (folder, mountPath, read-only); None: written into argv and env
     binary: Path | None = None
+    code: tuple[str, Path] | None = None  # a user image's (PATH, DIR), mounted read-only at PATH
 
 
 def prepare(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path],
@@ -101,10 +111,16 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
     env = {**env}
     if program.mode == programs.HOST:
-        # The trainer sees its volumes as folders named in its args and env, the same code as `generator run`.
-        host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent,
-                       given)
-        return Prepared(host.argv, host.env, host.cwd or workdir, None)
+        # The trainer and user code see their volumes as folders named in their args and env, the same code as
+        # `generator run`.
+        code = program.code_at(container)
+        try:
+            host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent,
+                           given, code, code_mounted=True)
+        except NoCommand as exc:
+            raise StartError(f"container {container.get('name')} {exc} ({program.repository} runs as {program.what}); "
+                             "write the command in the pod spec") from None
+        return Prepared(host.argv, host.env, host.cwd or workdir, None, code=code)
     # Other images get their volumes mounted where they expect them, in their own mount namespace.
     binary = None
     if program.mode == programs.SHELL:
@@ -120,17 +136,34 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
     return Prepared(argv, env, workdir, mounts, binary)
 
 
+def _mount_point(path: str) -> None:
+    """Where a user image's code folder mounts: a folder of this machine, made (empty) where it is
+    missing, as a runtime makes a mount point in an image."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StartError(f"cannot make the mount point {path} for the image's code folder: {exc}") from None
+    if not Path(path).is_dir():
+        raise StartError(f"{path}, where the image's code folder mounts, is not a folder on this machine")
+
+
 def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
           hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None],
           given: dict[str, str] | None = None) -> Process:
     """The container's process, in the pod's network namespace `netns` (None: this machine's);
     `given`: what of `env` the node set rather than the pod."""
     ready = prepare(program, container, env, volumes, workdir, given)
-    ready.cwd.mkdir(parents=True, exist_ok=True)
+    # A folder in the code mount exists only once the mount is made: start in the pod's and enter it there.
+    inside = ready.code is not None and ready.cwd.is_relative_to(ready.code[0])
+    if ready.code:
+        _mount_point(ready.code[0])
+    launch = workdir if inside else ready.cwd
+    launch.mkdir(parents=True, exist_ok=True)
     shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
-    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv)
+    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv,
+                          ready.code, ready.cwd if inside else None)
     try:
-        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=ready.cwd)
+        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=launch)
     except OSError as exc:
         raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc

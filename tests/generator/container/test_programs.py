@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -101,9 +103,61 @@ def test_an_unknown_image_is_refused_naming_what_runs_and_the_way_out():
     message = str(refused.value)
     assert message.startswith('image "example.com/team/app:1.0" cannot run on this machine')
     assert "ghcr.io/pytorchjob-kit/trainer (python -m trainer from" in message
-    assert "`--image example.com/team/app=<one of them>` (to `cluster up` or `run`)" in message
+    # Both ways to say it is your own code, then the way to say it is a copy of a known image.
+    assert ("For your own code pass `--image example.com/team/app=host` (its command runs with this machine's python) "
+            "or `--image example.com/team/app=DIR[:PATH]` (the folder DIR is what the image holds at PATH) to "
+            "`cluster up` or `run`; pass `--image example.com/team/app=<one of them>` if it is a copy of one") in message
 
 
 def test_an_alias_runs_a_copy_as_the_image_it_copies():
     program = programs.resolve("registry.example.com/ml/trainer:7", {"registry.example.com/ml/trainer": programs.of("trainer").repository})
     assert program.role == "trainer"
+
+
+KNOWN = [p.repository for p in programs.known().values()]
+
+
+def test_your_own_image_runs_with_this_interpreter_and_none_of_the_trainers_env(tmp_path):
+    repo, target = programs.mapping("registry.example.com/ml/bert=host", KNOWN)
+    program = programs.resolve("registry.example.com/ml/bert:1.4", {repo: target})
+    assert (program.role, program.mode, program.entrypoint, program.code) == ("user", programs.HOST, (), None)
+    # python, torchrun, bash and sh found on PATH are this interpreter's folder first, then this machine's
+    assert program.env()["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert "PYTHONPATH" not in program.env()  # this checkout is the trainer's, not your code's
+
+
+def test_a_folder_is_what_the_image_holds_at_path_else_at_its_working_dir_else_workspace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proj").mkdir()
+    assert programs.mapping("toy=proj", KNOWN) == ("toy", str(tmp_path / "proj"))  # made absolute: the node runs elsewhere
+    assert programs.mapping("toy=proj:/opt/app/", KNOWN) == ("toy", f"{tmp_path / 'proj'}:/opt/app")
+    plain = programs.resolve("toy:1", {"toy": str(tmp_path / "proj")})
+    at = programs.resolve("toy:1", {"toy": f"{tmp_path / 'proj'}:/opt/app"})
+    assert plain.code_at({}) == ("/workspace", tmp_path / "proj")
+    assert plain.code_at({"workingDir": "/src/"}) == ("/src", tmp_path / "proj")
+    assert at.code_at({"workingDir": "/src"}) == ("/opt/app", tmp_path / "proj")
+    # a known image's name is the known image, not a folder of that name; `host` is host
+    (tmp_path / "busybox").mkdir()
+    assert programs.mapping("tools=busybox", KNOWN) == ("tools", "busybox")
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("toy", "write REPO=host (your own code, run by this machine's python), REPO=DIR[:PATH]"),
+    ("toy=", "write REPO=host"),
+    ("toy:1.0=host", "REPO is an image's repository, without tag or digest: write toy=host"),
+    ("docker.io/library/toy=host", "write toy=host"),
+    ("toy=no-such-folder", "no-such-folder is not a folder here, nor a known image; write REPO=host"),
+    ("toy=.:/", "PATH / would hide"),
+    ("toy=.:/usr", "PATH /usr would hide /usr/bin, which the container needs from this machine"),
+    ("toy=.:/etc", "PATH /etc would hide /etc"),
+])
+def test_an_image_mapping_that_cannot_work_is_refused_with_what_to_write(value, says, tmp_path):
+    with pytest.raises(ValueError) as refused:
+        programs.mapping(value, KNOWN, cwd=tmp_path)
+    assert says in str(refused.value)
+
+
+def test_a_folder_gone_since_it_was_mapped_is_refused_like_a_missing_image(tmp_path):
+    with pytest.raises(programs.ImagePullError) as refused:
+        programs.resolve("toy:1", {"toy": str(tmp_path / "gone")})
+    assert f'image "toy:1" is the folder {tmp_path / "gone"}, which is not there any more' in str(refused.value)
