@@ -208,8 +208,12 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
     try:
         # The image's ENV under the pod's, as the node builds it; the node's own additions are the README's differences.
         env = container_env(resolved, container, program.env(), sources, machine.allocatable())
-        host = on_host(program.entrypoint, container, env, mounts, run_dir / DISKS / pod.name, program.env(),
-                       program.code_at(container))
+        code = program.code_at(container)
+        # Started elsewhere than the shell's folder, the process must find a relative run folder all the same.
+        moved = bool(code or container.get("workingDir"))
+        host = on_host(program.entrypoint, container, env, {k: v.absolute() for k, v in mounts.items()} if moved else mounts,
+                       (run_dir / DISKS / pod.name).absolute() if moved else run_dir / DISKS / pod.name, program.env(),
+                       code)
     except ConfigError as exc:
         problems_here.append(Finding(f"{cwhere}.env", str(exc),
                                      hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))

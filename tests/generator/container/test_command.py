@@ -6,7 +6,9 @@ import socket
 import sys
 from pathlib import Path
 
-from generator.container.command import ENTRYPOINT, on_host
+import pytest
+
+from generator.container.command import ENTRYPOINT, NoCommand, on_host
 from generator.container.ports import free_port
 
 MOUNTS = {"/data": Path("/runs/job/results"), "/data/cache": Path("/runs/job/pods/master-0/cache")}
@@ -48,3 +50,52 @@ def test_a_free_port_can_be_bound():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+CODE = ("/workspace", Path("/home/me/proj"))  # a user image whose files are /home/me/proj
+
+
+def test_a_user_images_files_are_its_folder_in_args_env_and_where_it_starts():
+    container = {"command": ["torchrun", "--nproc-per-node=2", "/workspace/train.py"],
+                 "args": ["--config=/workspace/conf/a.yaml", "--data", "/data/x"], "env": []}
+    host = on_host((), container, {"CONF": "/workspace/conf"}, MOUNTS, OWN, code=CODE)
+    assert host.argv == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "/home/me/proj/train.py",
+                         "--config=/home/me/proj/conf/a.yaml", "--data", "/runs/job/results/x"]
+    assert host.env == {"CONF": "/home/me/proj/conf"}  # no OUTPUT_DIR: that is the trainer's contract alone
+    assert host.cwd == Path("/home/me/proj")  # `python -m pkg` and relative paths find the code
+    assert on_host((), {"command": ["python", "-m", "pkg"], "workingDir": "/workspace/sub"}, {}, {}, OWN,
+                   code=CODE).cwd == Path("/home/me/proj/sub")
+
+
+def test_where_the_node_mounts_the_folder_its_paths_stay_as_the_image_has_them():
+    container = {"command": ["python", "/workspace/train.py", "--data=/data/x"], "workingDir": "/workspace/sub"}
+    host = on_host((), container, {}, MOUNTS, OWN, code=CODE, code_mounted=True)
+    assert host.argv == [sys.executable, "/workspace/train.py", "--data=/runs/job/results/x"]
+    assert host.cwd == Path("/workspace/sub")
+    assert on_host((), {"command": ["python", "t.py"]}, {}, {}, OWN, code=CODE, code_mounted=True).cwd == Path("/workspace")
+
+
+def test_a_shell_scripts_mount_paths_and_heredocs_are_mapped_word_by_word():
+    script = ("set -e\ncd /data && python - <<'EOF'\nopen('/data/cache/y').read()\nEOF\n"
+              "ls /database ./data x/data \"/data\" --out=/data/o $(VAR)")
+    host = on_host((), {"command": ["/bin/bash", "-o", "pipefail", "-ec"], "args": [script, "/data"]},
+                   {"VAR": "v"}, MOUNTS, OWN)
+    assert host.argv[:4] == ["/bin/bash", "-o", "pipefail", "-ec"]
+    assert host.argv[4] == ("set -e\ncd /runs/job/results && python - <<'EOF'\n"
+                            "open('/runs/job/pods/master-0/cache/y').read()\nEOF\n"
+                            'ls /database ./data x/data "/runs/job/results" --out=/runs/job/results/o v')
+    assert host.argv[5] == "/runs/job/results"  # $0 of the script: an arg, mapped as any arg is
+    # a script file is the shell's to read: its name maps, its text is not ours to change
+    assert on_host((), {"command": ["sh", "/data/run.sh"]}, {}, MOUNTS, OWN).argv == ["sh", "/runs/job/results/run.sh"]
+
+
+def test_a_user_image_without_a_command_cannot_start_here():
+    with pytest.raises(NoCommand, match="sets no command, and this machine does not know the image's ENTRYPOINT"):
+        on_host((), {"args": ["--backend", "gloo"]}, {}, {}, OWN)
+
+
+def test_the_images_own_python_and_torchrun_paths_are_this_interpreter():
+    assert on_host((), {"command": ["/opt/conda/bin/python3.11", "-u", "t.py"]}, {}, {}, OWN).argv == [
+        sys.executable, "-u", "t.py"]
+    assert on_host((), {"command": ["/usr/local/bin/torchrun", "t.py"]}, {}, {}, OWN).argv[:3] == [
+        sys.executable, "-m", "torch.distributed.run"]

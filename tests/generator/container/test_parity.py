@@ -95,14 +95,15 @@ def container(spec: dict) -> dict:
     return {"name": "pytorch", "image": TRAINER, **spec}
 
 
-def run_side(spec: dict, run_dir: Path) -> tuple[list[str], dict[str, str], Path | None, dict[str, str]]:
+def run_side(spec: dict, run_dir: Path, aliases: dict[str, str] | None = None
+             ) -> tuple[list[str], dict[str, str], Path | None, dict[str, str]]:
     """`generator run`: the plan of a one-pod PyTorchJob; argv, the process env (nothing of the
     shell passed through), the working folder, and folder -> placeholder."""
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": JOB},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {
                "metadata": {"labels": {"app": JOB}},
                "spec": {"containers": [container(spec)], "volumes": VOLUMES}}}}}}
-    (replica,) = local_plan.plan(job, run_dir).replicas
+    (replica,) = local_plan.plan(job, run_dir, aliases=aliases).replicas
     volume_of = {m["mountPath"]: m["name"] for m in spec.get("volumeMounts") or []}
     folders = {str(folder): f"<volume {volume_of[path]}>" for path, folder in replica.mounts.items()}
     folders[str(run_dir / local_plan.DISKS / replica.name)] = "<pod folder>"
@@ -125,7 +126,8 @@ class Node:
         self.server, self.layout = f"https://{NODE_IP}:6443", Layout(root)
 
 
-def node_side(spec: dict, root: Path, injected: dict[str, str]) -> tuple[list[str], dict[str, str], Path, dict[str, str]]:
+def node_side(spec: dict, root: Path, injected: dict[str, str], aliases: dict[str, str] | None = None
+              ) -> tuple[list[str], dict[str, str], Path, dict[str, str]]:
     """The process node: the pod the operator creates with `injected` appended to the container's
     env, resolved as `_start` resolves it."""
     c = container(spec)
@@ -136,7 +138,7 @@ def node_side(spec: dict, root: Path, injected: dict[str, str]) -> tuple[list[st
     worker.pod_ip = POD_IP
     paths = {v["name"]: worker.folder / "volumes" / v["name"] for v in VOLUMES}
     worker.volumes = SimpleNamespace(paths=paths)
-    ready = worker.prepare(worker.main[0], programs.resolve(TRAINER))
+    ready = worker.prepare(worker.main[0], programs.resolve(c["image"], aliases))
     folders = {str(folder): f"<volume {name}>" for name, folder in paths.items()}
     folders[str(worker.folder)] = "<pod folder>"
     return ready.argv, ready.env, ready.cwd, folders
@@ -182,3 +184,35 @@ def test_the_issues_case_expands_in_run_as_on_the_node(tmp_path):
 def test_each_named_difference_has_a_reason():
     reasons = [d[1] for d in DIFFERENCES] + [*INJECTED.values(), *ONLY_ON_NODE.values(), FOLDERS, NO_WORKING_DIR]
     assert all(len(r) > 10 for r in reasons)
+
+
+# Your own code (`--image REPO=DIR`): run writes the code folder in place of the image's path;
+# the node mounts it there, so its argv keeps the image's path.
+CODE_MOUNTED = "the node mounts the image's code folder at its path (read-only); run writes the folder in its place"
+USER_SPECS = {
+    "python and a volume": {"command": ["python", "/workspace/train.py"], "args": ["--out", "/data/out"],
+                            "volumeMounts": [{"name": "claim", "mountPath": "/data"}]},
+    "torchrun in workingDir": {"command": ["torchrun", "--nproc-per-node=$(N)", "train.py"], "workingDir": "/workspace",
+                               "env": [{"name": "N", "value": "2"}]},
+    "bash -c with a heredoc": {"command": ["bash", "-c"], "args": [
+        "cd /workspace && python - <<'EOF'\nprint(open('/data/in').read())\nEOF\ntorchrun /workspace/train.py"],
+        "volumeMounts": [{"name": "claim", "mountPath": "/data"}]},
+}
+
+
+@pytest.mark.parametrize("case", USER_SPECS)
+def test_run_and_the_node_start_your_own_code_alike(case, tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    aliases = {"registry.example.com/ml/toy": str(folder)}
+    spec = {"image": "registry.example.com/ml/toy:1.4", **USER_SPECS[case]}
+    l_argv, l_env, l_cwd, l_folders = run_side(spec, tmp_path / "run", aliases)
+    n_argv, n_env, n_cwd, n_folders = node_side(spec, tmp_path / "node", {k: l_env[k] for k in OPERATOR_ENV}, aliases)
+    l_folders[str(folder)] = "/workspace"  # CODE_MOUNTED
+    l_values = [(p, found) for p, _, found, _ in DIFFERENCES]
+    n_values = [(p, found) for p, _, _, found in DIFFERENCES]
+    assert [normal(a, l_folders, l_values) for a in l_argv] == [normal(a, n_folders, n_values) for a in n_argv]
+    assert {k: normal(v, l_folders, l_values) for k, v in l_env.items()} == {
+        k: normal(v, n_folders, n_values) for k, v in n_env.items() if k not in ONLY_ON_NODE}
+    assert "PYTHONPATH" not in l_env  # this checkout is on the trainer's path, never on your code's
+    assert normal(str(l_cwd), l_folders, l_values) == str(n_cwd) == "/workspace"  # the code's folder, both ways

@@ -1,0 +1,95 @@
+"""`generator run` of your own code (tests/userproject, not our trainer) under `--image REPO=DIR`:
+the README's example as written, a script that fails, and the commands users write (a shell's
+`-c` script with a heredoc, `python -m`, workingDir, `$(VAR)`)."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import REFERENCE, ROOT
+
+pytestmark = pytest.mark.trains
+README = (ROOT / "README.md").read_text()
+PROJECT = ROOT / "tests" / "userproject"
+IMAGE = "registry.example.com/ml/toy"
+CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.yaml"
+
+
+def generator(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """As a user's shell runs it: nothing of the test's environment but the checkout on PYTHONPATH."""
+    return subprocess.run([sys.executable, "-m", "generator", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def result(folder: Path) -> dict:
+    return json.loads((folder / "result.json").read_text())
+
+
+def test_the_readmes_own_code_example_runs_as_written(tmp_path):
+    section = README.split("### Your own code", 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    lines = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert [shlex.split(line)[0] for line in lines] == ["python", "python", "curl", "python"]
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    ran = []
+    for line in lines:
+        argv = shlex.split(line)
+        if argv[0] == "curl":  # CI has no internet: the same file, from ../shared
+            if not CPU_DEMO.is_file():
+                pytest.skip(f"{CPU_DEMO} is absent: Kubeflow's cpu-demo example comes from ../shared")
+            shutil.copy(CPU_DEMO, tmp_path / "demo.yaml")
+            continue
+        ran.append(generator(*argv[3:], cwd=tmp_path))
+        assert ran[-1].returncode == 0, f"{line}\n{ran[-1].stderr}"
+    pytorchjob, trainjob, demo = ran
+    # 1 Master + 2 Workers: three ranks; the Master's claim holds what the script wrote
+    assert "outputs in runs/toy/toy-output: result.json" in pytorchjob.stderr
+    assert result(tmp_path / "runs/toy/toy-output")["world_size"] == 3
+    assert "master-0 | toy: 3 ranks (gloo, cpu), 160 points each" in pytorchjob.stdout
+    # 2 nodes, each torchrun with the PET_* variables alone: two ranks
+    assert "job succeeded: every node succeeded" in trainjob.stderr
+    assert result(tmp_path / "runs/toy-v2/toy-v2-output")["world_size"] == 2
+    # Kubeflow's example unchanged: `torchrun demo.py` in the image's folder, nprocPerNode 2 on 2 nodes
+    assert "master-0 | toy: 4 ranks (gloo, cpu), 120 points each" in demo.stdout
+    assert "job succeeded: the Master succeeded" in demo.stderr
+
+
+def test_a_failing_script_fails_the_job_with_its_exit_code_and_last_lines(tmp_path):
+    documents = list(yaml.safe_load_all((PROJECT / "pytorchjob.yaml").read_text()))
+    for spec in documents[1]["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["args"] += ["--fail-at-step", "2"]
+    (tmp_path / "failing.yaml").write_text(yaml.safe_dump_all(documents))
+    proc = generator("run", "failing.yaml", "--image", f"{IMAGE}={PROJECT}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    # Every rank stops alike; whichever the runner sees first fails the job (ExitCode: 3 is permanent).
+    assert re.search(r"job failed: (master-0|worker-[01]) failed with exit code 3 \(exit code 3 is permanent under "
+                     r"restartPolicy ExitCode\); its last lines:\n(    .*\n)*    toy: rank [012] stops at step 2 with "
+                     r"exit code 3, as asked\n", proc.stderr), proc.stderr
+
+
+def test_a_shell_script_with_a_heredoc_python_m_working_dir_and_vars_run_as_in_the_image(tmp_path):
+    script = ("set -eu\ncat > /output/note.txt <<EOF\nfrom $(WHO) in $(pwd)\nEOF\n"
+              "python -m train --epochs 1 --out /output\nsh -c 'test -f /src/toyset.py && echo found /src'")
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "shell"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
+               "containers": [{"name": "pytorch", "image": f"{IMAGE}:1.0", "workingDir": "/src",
+                               "command": ["bash", "-c"], "args": [script], "env": [{"name": "WHO", "value": "me"}],
+                               "volumeMounts": [{"name": "out", "mountPath": "/output"}]}],
+               "volumes": [{"name": "out", "emptyDir": {}}]}}}}}}
+    (tmp_path / "shell.yaml").write_text(yaml.safe_dump(job))
+    # No PATH: the image holds the folder at the container's workingDir, where `python -m` finds it.
+    proc = generator("run", "shell.yaml", "--image", f"{IMAGE}={PROJECT}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "runs/shell/pods/master-0/out"
+    # $(WHO) is Kubernetes' expansion; $(pwd) the shell's own, in the code's folder
+    assert (out / "note.txt").read_text() == f"from me in {PROJECT}\n"
+    assert result(out)["world_size"] == 1
+    assert f"master-0 | found {PROJECT}" in proc.stdout
