@@ -1,0 +1,97 @@
+"""Your own code on the local cluster: tests/userproject's manifests, unchanged, through the real
+API server and operator, on a node that knows their image as the project's folder (`cluster up
+--image REPO=DIR`). The node mounts the folder read-only at /workspace in each container's own
+mount namespace, where the manifests name their script.
+
+The TrainJob runs without Trainer's controller (tests/support/trainer.py writes what it and
+JobSet would); once the real Trainer is installed by `cluster up`, the same test applies as is
+and only the stand-in's two calls go."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from tests.support import REFERENCE, ROOT
+
+pytestmark = pytest.mark.e2e
+PROJECT = ROOT / "tests" / "userproject"
+IMAGE = "registry.example.com/ml/toy"
+CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.yaml"
+
+
+@pytest.fixture(scope="module")
+def node_options() -> list[str]:
+    # Kubeflow's cpu-demo runs 2 pods of 2 ranks each: 4 CPUs asked for in all.
+    return ["--cpu", "8", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}"]
+
+
+@pytest.fixture
+def ns(cluster, request):
+    from kubernetes import client
+
+    name = "u-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    core = client.CoreV1Api(cluster.api())
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)
+
+
+def claim_folder(cluster, ns: str, claim: str):
+    """The folder the local storage provisioner gave the claim."""
+    from pathlib import Path
+
+    core = cluster.core()
+    volume = core.read_namespaced_persistent_volume_claim(claim, ns).spec.volume_name
+    return Path(core.read_persistent_volume(volume).spec.host_path.path)
+
+
+def test_the_pytorchjob_trains_through_the_operator_and_writes_its_result(cluster, ns):
+    proc = cluster.cli("submit", "tests/userproject/pytorchjob.yaml", "-n", ns, "--wait", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "pytorchjob toy succeeded" in proc.stdout + proc.stderr
+    result = json.loads((claim_folder(cluster, ns, "toy-output") / "result.json").read_text())
+    assert result["world_size"] == 3
+    logs = cluster.cli("logs", "toy", "-n", ns, "--replica", "master-0", check=True).stdout
+    assert "master-0 | toy: 3 ranks (gloo, cpu), 160 points each" in logs
+    assert re.search(r"^master-0 \| toy: wrote /\S+/result\.json$", logs, re.M)  # the claim's folder, as under run
+
+
+def test_a_failing_script_fails_the_job_and_diagnose_shows_its_exit_code_and_last_lines(cluster, ns, tmp_path):
+    documents = list(yaml.safe_load_all((PROJECT / "pytorchjob.yaml").read_text()))
+    for spec in documents[1]["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["args"] += ["--fail-at-step", "2"]
+    (tmp_path / "failing.yaml").write_text(yaml.safe_dump_all(documents))
+    proc = cluster.cli("submit", str(tmp_path / "failing.yaml"), "-n", ns, "--wait", timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    found = json.loads(cluster.cli("diagnose", "toy", "-n", ns, "--format", "json").stdout)
+    failed = [f for f in found if f["object"].startswith("Pod/toy-") and f["reason"] == "Error"]
+    assert failed, found
+    assert any(re.fullmatch(r"container pytorch exited with code 3 \(Error\); its last log lines:\n(.*\n)*"
+                            r"    toy: rank [012] stops at step 2 with exit code 3, as asked", f["message"])
+               for f in failed), failed
+
+
+def test_the_trainjob_runs_every_node_through_torchrun(cluster, ns):
+    from tests.support import trainer
+
+    api = cluster.api()
+    trainer.install_crds(api)
+    proc = cluster.cli("submit", "tests/userproject/trainjob.yaml", "-n", ns, check=True)
+    assert proc.stdout == "trainjob toy-v2 created\n"
+    trainer.start_nodes(api, ns, "toy-v2")
+    assert trainer.record(api, ns, "toy-v2") == "Complete"
+    result = json.loads((claim_folder(cluster, ns, "toy-v2-output") / "result.json").read_text())
+    assert result["world_size"] == 2
+
+
+def test_kubeflows_cpu_demo_runs_unchanged(cluster, ns):
+    """`torchrun demo.py` in the image's folder: the container starts inside the node's mount."""
+    if not CPU_DEMO.is_file():
+        pytest.skip(f"{CPU_DEMO} is absent: Kubeflow's cpu-demo example comes from ../shared")
+    proc = cluster.cli("submit", str(CPU_DEMO), "-n", ns, "--wait", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    logs = cluster.cli("logs", "torchrun-cpu", "-n", ns, "--replica", "master-0", check=True).stdout
+    assert "master-0 | toy: 4 ranks (gloo, cpu), 120 points each" in logs
