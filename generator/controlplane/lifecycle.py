@@ -22,6 +22,32 @@ def running(layout: Layout) -> ClusterState | None:
     return None
 
 
+def node_images(current: ClusterState) -> dict[str, str] | None:
+    """The image map the running node was started with (its --node argument); None if unreadable."""
+    kubelet = current.processes.get("kubelet")
+    try:
+        argv = Path(f"/proc/{kubelet.pid}/cmdline").read_bytes().decode().split("\0") if kubelet else []
+    except OSError:
+        return None
+    given = next((a.removeprefix("--node=") for a in argv if a.startswith("--node=")), None)
+    try:
+        return NodeOptions.decode(given).images if given else None
+    except ValueError:
+        return None
+
+
+def same_images(layout: Layout, current: ClusterState, asked: dict[str, str]) -> None:
+    """`cluster up --image` on a cluster that runs already: its node keeps the map it started with,
+    so a mapping it lacks is refused rather than ignored (pods would stay in ImagePullBackOff)."""
+    known = node_images(current)
+    missing = {k: v for k, v in asked.items() if known is not None and known.get(k) != v}
+    if missing:
+        listing = ", ".join(f"{k}={v}" for k, v in sorted(missing.items()))
+        raise UserError(f"a cluster runs in {layout.root} already, and its node was started without --image {listing}; "
+                        "a node's images are fixed when it starts: run `python -m generator cluster down`, then "
+                        "`cluster up` with every --image it needs")
+
+
 def ours(pid: int, layout: Layout) -> bool:
     """Whether `pid` is a live process this cluster started: after a reboot or PID reuse, the number
     in state.json may belong to anybody's process, which must never be signalled."""
@@ -50,6 +76,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
             raise UserError(f"a cluster in {layout.root} is {current.phase}"
                             + (f" ({current.error})" if current.error else "")
                             + "; run `python -m generator cluster down` first")
+        same_images(layout, current, (node or NodeOptions()).images)
         return current
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")

@@ -97,3 +97,25 @@ def test_a_sub_path_that_a_link_leads_out_of_the_volume_is_refused_before_anythi
         run(images.of("shell"), {"name": "sh", "command": ["true"],
                                  "volumeMounts": [{"name": "v", "mountPath": "/var/run/x", "subPath": "out"}]},
             {"v": volume}, tmp_path)
+
+
+def test_your_code_folder_is_mounted_read_only_where_the_image_holds_it_and_the_container_starts_there(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "hello.py").write_text("import sys; print('hello from', sys.argv[0])\n")
+    at = str(tmp_path / "image" / "app")  # where the image keeps its code: made, empty, on this machine
+    program = images.resolve("registry.example.com/ml/toy:1", {"registry.example.com/ml/toy": f"{project}:{at}"})
+    code, lines = run(program, {"name": "pytorch", "command": ["sh", "-c", (
+        f"pwd; python {at}/hello.py; (echo x > written) 2>/dev/null && echo writable || echo read-only")]},
+        {}, tmp_path, env=program.env())
+    assert code == 0, lines
+    assert lines == [at, f"hello from {at}/hello.py", "read-only"]
+    assert list(Path(at).iterdir()) == [] and sorted(p.name for p in project.iterdir()) == ["hello.py"]
+
+
+def test_your_image_without_a_command_is_refused_before_anything_runs(tmp_path):
+    program = images.resolve("registry.example.com/ml/toy:1", {"registry.example.com/ml/toy": "host"})
+    with pytest.raises(runtime.StartError, match=r"container pytorch sets no command, and this machine does not know "
+                                                 r"the image's ENTRYPOINT \(registry.example.com/ml/toy runs as this "
+                                                 r"machine's python, torchrun, bash and sh\); write the command"):
+        run(program, {"name": "pytorch", "args": ["--epochs", "1"]}, {}, tmp_path)
