@@ -25,7 +25,9 @@ CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.
 @pytest.fixture(scope="module")
 def node_options() -> list[str]:
     # Kubeflow's cpu-demo runs 2 pods of 2 ranks each: 4 CPUs asked for in all.
-    return ["--cpu", "8", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}"]
+    # The Kubeflow SDK's function-based jobs run on its pytorch/pytorch base image: this machine's python here.
+    return ["--cpu", "8", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
+            "--image", "pytorch/pytorch=host"]
 
 
 @pytest.fixture
@@ -95,3 +97,24 @@ def test_kubeflows_cpu_demo_runs_unchanged(cluster, ns):
     assert proc.returncode == 0, proc.stderr
     logs = cluster.cli("logs", "torchrun-cpu", "-n", ns, "--replica", "master-0", check=True).stdout
     assert "master-0 | toy: 4 ranks (gloo, cpu), 120 points each" in logs
+
+
+def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_host(cluster, ns):
+    """The SDK's `create_job(train_func=...)`: `bash -c` writing the function's source from a heredoc
+    to a temporary file, then `torchrun` it, on `docker.io/pytorch/pytorch`."""
+    import os
+    import subprocess
+
+    sdk_python = os.environ.get("KUBEFLOW_SDK_PYTHON", "")
+    if not sdk_python:
+        pytest.fail("needs the Kubeflow SDK's venv: `make e2e` makes it (.venv/kubeflow-sdk) and sets KUBEFLOW_SDK_PYTHON")
+    done = subprocess.run([sdk_python, str(ROOT / "tests" / "support" / "kubeflow_sdk.py"), "create-function",
+                           str(cluster.kubeconfig), ns, "fromfunc"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    proc = cluster.cli("wait", "fromfunc", "-n", ns, "--for", "Succeeded", "--timeout", "600", timeout=660)
+    assert proc.returncode == 0, proc.stderr
+    logs = cluster.cli("logs", "fromfunc", "-n", ns, "--replica", "master-0", check=True).stdout
+    ranks = re.search(r"^master-0 \| sdk function: (\d+) ranks, sum of ranks (\d+)$", logs, re.M)
+    assert ranks, logs
+    n = int(ranks.group(1))  # 2 pods of torchrun's `auto` processes each
+    assert n % 2 == 0 and int(ranks.group(2)) == n * (n + 1) // 2

@@ -5,6 +5,7 @@ only the SDK and its client, and answers in JSON on stdout.
 
     python tests/support/kubeflow_sdk.py follow KUBECONFIG NAMESPACE NAME...
     python tests/support/kubeflow_sdk.py create KUBECONFIG NAMESPACE NAME IMAGE ARG...
+    python tests/support/kubeflow_sdk.py create-function KUBECONFIG NAMESPACE NAME
 """
 from __future__ import annotations
 
@@ -51,11 +52,34 @@ def create(sdk, namespace: str, name: str, image: str, args: list[str]) -> dict:
     return {"created": name}
 
 
+def sum_of_ranks():
+    """A training function as a notebook writes one: the SDK sends its source, run by torchrun."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    total = torch.tensor([dist.get_rank() + 1])
+    dist.all_reduce(total)
+    if dist.get_rank() == 0:
+        print(f"sdk function: {dist.get_world_size()} ranks, sum of ranks {int(total.item())}", flush=True)
+    dist.destroy_process_group()
+
+
+def create_function(sdk, name: str) -> dict:
+    """`create_job` with `train_func`: the SDK's own PyTorchJob (its pytorch/pytorch base image,
+    `bash -c` with the function's source in a heredoc, then torchrun), 1 Master + 1 Worker."""
+    sdk.create_job(name=name, train_func=sum_of_ranks, num_workers=2,
+                   resources_per_worker={"cpu": "100m", "memory": "256Mi"})
+    return {"created": name}
+
+
 def main(argv: list[str]) -> int:
     action, kubeconfig, namespace, *rest = argv
     sdk = training_client(kubeconfig, namespace)
     if action == "follow":
         result = follow(sdk, rest)
+    elif action == "create-function":
+        result = create_function(sdk, rest[0])
     else:
         name, image, *args = rest
         result = create(sdk, namespace, name, image, args)
