@@ -117,7 +117,8 @@ def on_host(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[
     argv = interpreter([map_text(a, mounts) if i == script else map_path(a, mounts) for i, a in enumerate(argv)])
     given = given or {}
     mapped = {k: v if given.get(k) == v else map_path(v, mounts) for k, v in env.items()}
-    own_output(mapped, container.get("command"), list(mounts.values()), own / "output")
+    if entrypoint:  # the trainer's OUTPUT_DIR contract; your code's variables are yours
+        own_output(mapped, container.get("command"), list(mounts.values()), own / "output")
     start = container.get("workingDir") or (code[0] if code else None)
     if not start:
         return HostCommand(argv, mapped, None)

@@ -11,9 +11,13 @@ from tests.support.cli_helpers import run
     (["--memory", "16GB"], "Invalid value for '--memory': '16GB' is not a positive quantity; write 16Gi"),
     (["--cpu", "0"], "'0' is not a positive quantity"),
     (["--gpus", "-1"], "Invalid value for '--gpus': -1 is not in the range x>=0."),
-    (["--image", "my/trainer"], "Invalid value for '--image': 'my/trainer': write REPO=KNOWN, where KNOWN is one of "
+    (["--image", "my/trainer"], "Invalid value for '--image': 'my/trainer': write REPO=host (your own code, run by this "
+                                "machine's python), REPO=DIR[:PATH] (the folder DIR is what the image holds at PATH, "
+                                "default its workingDir, else /workspace), or REPO=KNOWN, where KNOWN is one of "
                                 "ghcr.io/pytorchjob-kit/trainer"),
-    (["--image", "my/trainer=my/other"], "'my/trainer=my/other': write REPO=KNOWN"),
+    (["--image", "my/trainer=my/other"], "'my/trainer=my/other': my/other is not a folder here, nor a known image; "
+                                         "write REPO=host"),
+    (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)

@@ -58,10 +58,11 @@ CODE = ("/workspace", Path("/home/me/proj"))  # a user image whose files are /ho
 def test_a_user_images_files_are_its_folder_in_args_env_and_where_it_starts():
     container = {"command": ["torchrun", "--nproc-per-node=2", "/workspace/train.py"],
                  "args": ["--config=/workspace/conf/a.yaml", "--data", "/data/x"], "env": []}
-    host = on_host((), container, {"CONF": "/workspace/conf"}, MOUNTS, OWN, code=CODE)
+    host = on_host((), container, {"CONF": "/workspace/conf", "OUTPUT_DIR": "/opt/out"}, MOUNTS, OWN, code=CODE)
     assert host.argv == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "/home/me/proj/train.py",
                          "--config=/home/me/proj/conf/a.yaml", "--data", "/runs/job/results/x"]
-    assert host.env == {"CONF": "/home/me/proj/conf"}  # no OUTPUT_DIR: that is the trainer's contract alone
+    # OUTPUT_DIR is the trainer's contract alone: your code's stays as you wrote it
+    assert host.env == {"CONF": "/home/me/proj/conf", "OUTPUT_DIR": "/opt/out"}
     assert host.cwd == Path("/home/me/proj")  # `python -m pkg` and relative paths find the code
     assert on_host((), {"command": ["python", "-m", "pkg"], "workingDir": "/workspace/sub"}, {}, {}, OWN,
                    code=CODE).cwd == Path("/home/me/proj/sub")

@@ -182,7 +182,8 @@ def test_the_issues_case_expands_in_run_as_on_the_node(tmp_path):
 
 
 def test_each_named_difference_has_a_reason():
-    reasons = [d[1] for d in DIFFERENCES] + [*INJECTED.values(), *ONLY_ON_NODE.values(), FOLDERS, NO_WORKING_DIR]
+    reasons = [d[1] for d in DIFFERENCES] + [*INJECTED.values(), *ONLY_ON_NODE.values(), FOLDERS, NO_WORKING_DIR,
+                                             CODE_MOUNTED]
     assert all(len(r) > 10 for r in reasons)
 
 

@@ -253,13 +253,17 @@ def test_an_image_this_machine_lacks_is_refused_as_on_the_process_node_unless_na
     assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[pytorch].image" in err
     assert "is not an image this machine has" in err and "registry.example.com/ml/trainer:7" in err
     assert "--image registry.example.com/ml/trainer=ghcr.io/pytorchjob-kit/trainer" in err
+    # and the two ways to say it is your own code
+    assert "pass `--image registry.example.com/ml/trainer=host`" in err
+    assert "`--image registry.example.com/ml/trainer=DIR[:PATH]`" in err
     assert not (tmp_path / "run").exists()  # refused before anything was made
     code, out, err = run("run", path, "--run-dir", str(tmp_path / "run"),
                          "--image", "registry.example.com/ml/trainer=ghcr.io/pytorchjob-kit/trainer")
     assert code == 0, err
     assert "master-0 | ran from the mirror" in out + err
     code, _, err = run("run", path, "--image", "registry.example.com/ml/trainer=nginx")
-    assert code == 2 and "write REPO=KNOWN, where KNOWN is one of ghcr.io/pytorchjob-kit/trainer" in err
+    assert code == 2 and "nginx is not a folder here, nor a known image" in err
+    assert "or REPO=KNOWN, where KNOWN is one of ghcr.io/pytorchjob-kit/trainer" in " ".join(err.split())
 
 
 def test_volume_paths_never_leave_the_run_folder(tmp_path):
