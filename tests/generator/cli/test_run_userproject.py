@@ -1,12 +1,13 @@
 """`generator run` of your own code (tests/userproject, not our trainer) under `--image REPO=DIR`:
 the README's example as written, a script that fails, and the commands users write (a shell's
-`-c` script with a heredoc, `python -m`, workingDir, `$(VAR)`)."""
+`-c` script with a heredoc, `python -m`, workingDir, `$(VAR)`), and Ctrl-C."""
 from __future__ import annotations
 
 import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import REFERENCE, ROOT
+from tests.support import REFERENCE, ROOT, local_jobs
 
 pytestmark = pytest.mark.trains
 README = (ROOT / "README.md").read_text()
@@ -93,3 +94,20 @@ def test_a_shell_script_with_a_heredoc_python_m_working_dir_and_vars_run_as_in_t
     assert (out / "note.txt").read_text() == f"from me in {PROJECT}\n"
     assert result(out)["world_size"] == 1
     assert f"master-0 | found {PROJECT}" in proc.stdout
+
+
+def test_ctrl_c_stops_your_torchrun_and_every_process_it_started(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "sleeper.py").write_text("import os, time\nprint('up', os.environ['LOCAL_RANK'], flush=True)\n"
+                                        "time.sleep(120)\n")
+    body, marker = local_jobs.job("interrupt", "unused")
+    container = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container.update(image=f"{IMAGE}:1.0", command=["torchrun", "--nproc-per-node=2", "/workspace/sleeper.py"])
+    runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), "--image", f"{IMAGE}={project}", cwd=tmp_path)
+    runner.wait_for("| up 0")
+    runner.wait_for("| up 1")
+    runner.proc.send_signal(signal.SIGINT)
+    code, _, err = runner.finish()
+    assert code == 130 and "stopped by SIGINT" in err and "Traceback" not in err
+    assert local_jobs.alive(marker) == []  # torchrun's workers too
