@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="gloo", help="as the job chart passes it; this script trains on the CPU")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--out", help="folder for result.json (rank 0); none: nothing is written")
     parser.add_argument("--fail-at-step", type=int, default=0)
@@ -26,14 +27,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = toyset.make()
     x, y = x[rank::world], y[rank::world]
     model = DistributedDataParallel(toyset.model())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     if rank == 0:
-        print(f"toy: {world} ranks (gloo, cpu), {len(x)} points each", flush=True)
+        print(f"toy: {world} ranks ({args.backend}, cpu), {len(x)} points each", flush=True)
     step, loss = 0, torch.tensor(0.0)
     for epoch in range(1, args.epochs + 1):
         for start in range(0, len(x), 32):

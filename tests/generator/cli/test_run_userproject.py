@@ -111,3 +111,14 @@ def test_ctrl_c_stops_your_torchrun_and_every_process_it_started(tmp_path):
     code, _, err = runner.finish()
     assert code == 130 and "stopped by SIGINT" in err and "Traceback" not in err
     assert local_jobs.alive(marker) == []  # torchrun's workers too
+
+
+def test_values_name_your_image_and_command_as_a_manifest_does(tmp_path):
+    (tmp_path / "values.yaml").write_text(f"job: {{name: vtoy}}\nimage: {{repository: {IMAGE}, tag: '1.4'}}\n"
+                                          "command: [torchrun, /workspace/train.py]\nargs: [--epochs, '1']\n")
+    proc = generator("run", "values.yaml", "--image", f"{IMAGE}={PROJECT}", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"master-0 (rank 0, restartPolicy OnFailure): {sys.executable} -m torch.distributed.run "
+            f"{PROJECT}/train.py --backend gloo --epochs 1") in proc.stdout
+    refused = generator("run", "values.yaml", "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 1 and f"pass `--image {IMAGE}=host`" in refused.stderr
