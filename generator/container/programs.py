@@ -120,8 +120,14 @@ def user(name: str, target: str) -> Program:
                    what=f"{folder} at {at or 'its workingDir, else ' + CODE_PATH}, run by this machine's python")
 
 
-# Folders a container of a user image needs from this machine, which its code folder must not hide.
+def own_code(repo: str) -> str:
+    """The two ways to say an image is your own code, as every refusal offers them."""
+    return (f"`--image {repo}=host` (its command runs with this machine's python) or `--image {repo}=DIR[:PATH]` (the "
+            f"folder DIR is what the image holds at PATH, default its workingDir, else {CODE_PATH})")
+
+
 def _needed() -> list[str]:
+    """Folders a container of a user image needs from this machine, which its code folder must not hide."""
     found = [sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), "/bin", "/usr/bin", "/lib", "/usr/lib",
              "/etc", "/proc", "/dev", "/sys", "/tmp", "/var/run", "/run"]
     for tool in ("sh", "bash"):
@@ -176,10 +182,8 @@ def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping
     if program is None:
         listing = "; ".join(f"{p.repository} ({p.what})" for p in programs.values())
         raise ImagePullError(f'image "{image}" cannot run on this machine, which runs only these images: '
-                             f"{listing}. For your own code pass `--image {name}=host` (its command runs with this "
-                             f"machine's python) or `--image {name}=DIR[:PATH]` (the folder DIR is what the image holds "
-                             f"at PATH) to `cluster up` or `run`; pass `--image {name}=<one of them>` if it is a copy of "
-                             "one; or submit the job to a real cluster")
+                             f"{listing}. For your own code pass {own_code(name)} to `cluster up` or `run`; pass "
+                             f"`--image {name}=<one of them>` if it is a copy of one; or submit the job to a real cluster")
     if program.binary is not None and not os.access(program.binary, os.X_OK):
         raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
                              f"`python -m generator cluster build`")

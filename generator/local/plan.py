@@ -277,22 +277,20 @@ def _check_image(image: str, aliases: dict[str, str] | None, where: str,
     """The same image map as the process node's: the trainer image, a copy of it, or your own code
     (`--image REPO=host` or `REPO=DIR[:PATH]`); None, with a finding, for what this machine cannot run."""
     trainer = programs.of("trainer").repository
+    repo = programs.repository(image)
     try:
         program = programs.resolve(image, aliases)
     except programs.ImagePullError as exc:
-        if "not there any more" in str(exc):
+        if repo in (aliases or {}):  # mapped, to what is not here (a folder removed since)
             problems.append(Finding(where, str(exc), image))
             return None
         program = None
     if program is not None and program.mode == programs.HOST:
         return program
-    repo = programs.repository(image)
     what = "is not an image this machine has" if program is None else f"is the {program.role} image, not a training one"
-    problems.append(Finding(where, what, image, hint=f"for your own code pass `--image {repo}=host` (its command runs "
-                                                     f"with this machine's python) or `--image {repo}=DIR[:PATH]` (the "
-                                                     f"folder DIR is what the image holds at PATH, default its "
-                                                     f"workingDir, else {programs.CODE_PATH}); `--image {repo}={trainer}` "
-                                                     "if it is a build of the trainer (its python runs this checkout)"))
+    problems.append(Finding(where, what, image, hint=f"for your own code pass {programs.own_code(repo)}; "
+                                                     f"`--image {repo}={trainer}` if it is a build of the trainer (its "
+                                                     "python runs this checkout)"))
     return None
 
 

@@ -105,7 +105,8 @@ def test_an_unknown_image_is_refused_naming_what_runs_and_the_way_out():
     assert "ghcr.io/pytorchjob-kit/trainer (python -m trainer from" in message
     # Both ways to say it is your own code, then the way to say it is a copy of a known image.
     assert ("For your own code pass `--image example.com/team/app=host` (its command runs with this machine's python) "
-            "or `--image example.com/team/app=DIR[:PATH]` (the folder DIR is what the image holds at PATH) to "
+            "or `--image example.com/team/app=DIR[:PATH]` (the folder DIR is what the image holds at PATH, default its "
+            "workingDir, else /workspace) to "
             "`cluster up` or `run`; pass `--image example.com/team/app=<one of them>` if it is a copy of one") in message
 
 
