@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.support import REFERENCE, ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 PROJECT = ROOT / "tests" / "userproject"
@@ -118,3 +119,19 @@ def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_host(cluster
     assert ranks, logs
     n = int(ranks.group(1))  # 2 pods of torchrun's `auto` processes each
     assert n % 2 == 0 and int(ranks.group(2)) == n * (n + 1) // 2
+
+
+def test_an_image_the_node_does_not_know_is_a_pull_failure_that_names_both_ways_to_map_it(cluster, ns, tmp_path):
+    documents = list(yaml.safe_load_all((PROJECT / "pytorchjob.yaml").read_text()))
+    job = documents[1]
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["image"] = "registry.example.com/ml/unmapped:2.0"
+    (tmp_path / "unmapped.yaml").write_text(yaml.safe_dump_all(documents))
+    cluster.cli("submit", str(tmp_path / "unmapped.yaml"), "-n", ns, check=True)
+    def pulls():
+        found = json.loads(cluster.cli("diagnose", "toy", "-n", ns, "--format", "json").stdout or "[]")
+        return [f for f in found if f["reason"] in ("ErrImagePull", "ImagePullBackOff")]
+
+    failed = wait_for(pulls, 120, "the node to refuse the image")
+    assert "pass `--image registry.example.com/ml/unmapped=host`" in failed[0]["message"]
+    assert "`--image registry.example.com/ml/unmapped=DIR[:PATH]`" in failed[0]["message"]
