@@ -1,6 +1,6 @@
 """`generator run` of your own code (tests/userproject, not our trainer) under `--image REPO=DIR`:
 the README's example as written, a script that fails, and the commands users write (a shell's
-`-c` script with a heredoc, `python -m`, workingDir, `$(VAR)`), and Ctrl-C."""
+`-c` script with a heredoc, `python -m`, workingDir, `$(VAR)`), restarts and Ctrl-C."""
 from __future__ import annotations
 
 import json
@@ -122,3 +122,23 @@ def test_values_name_your_image_and_command_as_a_manifest_does(tmp_path):
             f"{PROJECT}/train.py --backend gloo --epochs 1") in proc.stdout
     refused = generator("run", "values.yaml", "--dry-run", cwd=tmp_path)
     assert refused.returncode == 1 and f"pass `--image {IMAGE}=host`" in refused.stderr
+
+
+def test_your_script_is_restarted_by_its_restart_policy_as_the_trainer_is(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    # The first life fails, the second finds the first's mark on the claim and succeeds.
+    (project / "flaky.py").write_text("import pathlib, sys\nmark = pathlib.Path(sys.argv[1]) / 'tried'\n"
+                                      "if not mark.exists():\n    mark.write_text('1'); print('first life fails'); "
+                                      "sys.exit(1)\nprint('second life succeeds')\n")
+    body, marker = local_jobs.job("flaky", "unused")
+    pod = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    pod["containers"][0].update(image=f"{IMAGE}:1.0", command=["python", "flaky.py", "/state"],
+                                volumeMounts=[{"name": "state", "mountPath": "/state"}])
+    pod["volumes"] = [{"name": "state", "persistentVolumeClaim": {"claimName": "state"}}]
+    proc = generator("run", local_jobs.write(tmp_path, body), "--image", f"{IMAGE}={project}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "master-0 | exited with code 1; restarting (restartPolicy OnFailure, restart 1)" in proc.stdout
+    assert "master-0 | second life succeeds" in proc.stdout
+    assert re.search(r"^master-0\s+Succeeded\s+1\s+0", proc.stderr, re.M)
+    assert local_jobs.alive(marker) == []
