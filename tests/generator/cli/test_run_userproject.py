@@ -142,3 +142,14 @@ def test_your_script_is_restarted_by_its_restart_policy_as_the_trainer_is(tmp_pa
     assert "master-0 | second life succeeds" in proc.stdout
     assert re.search(r"^master-0\s+Succeeded\s+1\s+0", proc.stderr, re.M)
     assert local_jobs.alive(marker) == []
+
+
+def test_host_runs_your_command_on_this_machines_files_with_its_python(tmp_path):
+    body, _ = local_jobs.job("onhost", "unused")
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].update(
+        image=f"{IMAGE}:1.0", command=["sh", "-c", "cd $(CODE) && python -c 'import sys, toyset; print(toyset.FEATURES, "
+                                                   "sys.executable)'"],
+        env=[{"name": "CODE", "value": str(PROJECT)}])
+    proc = generator("run", local_jobs.write(tmp_path, body), "--image", f"{IMAGE}=host", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"master-0 | 8 {sys.executable}" in proc.stdout  # the script's `python` is the tool's interpreter
