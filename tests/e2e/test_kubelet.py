@@ -328,7 +328,7 @@ def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
         delete_job(cluster, "elastic")
 
 
-EARLY = """if [ "$RANK" = 0 ]; then sleep 20; echo "rank 0 wrote its outputs"; fi; echo "rank $RANK done""""
+EARLY = 'if [ "$RANK" = 0 ]; then sleep 20; echo "rank 0 wrote its outputs"; fi; echo "rank $RANK done"'
 
 
 def succeeded_at(cluster, name: str) -> None:
