@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from generator.controlplane import lifecycle
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 from generator.errors import UserError
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -18,6 +20,8 @@ def node(tmp_path):
     """A stand-in kubelet: a process whose command line carries --node as the supervisor writes it."""
     options = NodeOptions(images={"registry.example.com/ml/toy": str(tmp_path)})
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--node={options.encode()}"])
+    # Until it execs, the child's command line is still this test's.
+    wait_for(lambda: b"--node=" in Path(f"/proc/{proc.pid}/cmdline").read_bytes(), 30, "the stand-in kubelet to start")
     yield ClusterState(phase="ready", processes={"kubelet": Process(proc.pid, "")})
     proc.kill()
     proc.wait()
