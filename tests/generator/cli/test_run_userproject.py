@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.support import REFERENCE, ROOT, local_jobs
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.trains
 README = (ROOT / "README.md").read_text()
@@ -99,14 +100,17 @@ def test_a_shell_script_with_a_heredoc_python_m_working_dir_and_vars_run_as_in_t
 def test_ctrl_c_stops_your_torchrun_and_every_process_it_started(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    (project / "sleeper.py").write_text("import os, time\nprint('up', os.environ['LOCAL_RANK'], flush=True)\n"
+    # Each rank marks a file when it is up (their printed lines would share one pipe, and interleave).
+    (project / "sleeper.py").write_text("import os, pathlib, sys, time\n"
+                                        "pathlib.Path(sys.argv[1], os.environ['LOCAL_RANK']).write_text('up')\n"
                                         "time.sleep(120)\n")
+    (tmp_path / "up").mkdir()
     body, marker = local_jobs.job("interrupt", "unused")
     container = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
-    container.update(image=f"{IMAGE}:1.0", command=["torchrun", "--nproc-per-node=2", "/workspace/sleeper.py"])
+    container.update(image=f"{IMAGE}:1.0",
+                     command=["torchrun", "--nproc-per-node=2", "/workspace/sleeper.py", str(tmp_path / "up")])
     runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), "--image", f"{IMAGE}={project}", cwd=tmp_path)
-    runner.wait_for("| up 0")
-    runner.wait_for("| up 1")
+    wait_for(lambda: sorted(p.name for p in (tmp_path / "up").iterdir()) == ["0", "1"], 120, "both ranks to start")
     runner.proc.send_signal(signal.SIGINT)
     code, _, err = runner.finish()
     assert code == 130 and "stopped by SIGINT" in err and "Traceback" not in err
