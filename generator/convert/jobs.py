@@ -10,7 +10,7 @@ from generator.container import programs
 from generator.convert import launch, roles
 from generator.convert.report import Change, Conversion
 from generator.errors import Finding, UserError
-from generator.job import admission, defaults, importer, runtime, validation, values_io
+from generator.job import admission, importer, runtime, validation, values_io
 from generator.local import plan as local_plan
 from generator.local import runner
 
@@ -49,19 +49,20 @@ def _from_values(path: str, documents: list, release: str, namespace: str | None
     job = copy.deepcopy(checked.job)
     if namespace is None:
         job["metadata"].pop("namespace", None)
-    merged = defaults.coalesce(values)
     done = convert_job(job, path)
-    for change_list, rename in ((done.changes, lambda c, p: Change(p, c.v1, c.v2, c.fix)),
-                                (done.problems, lambda f, p: Finding(p, f.message, f.value, f.hint))):
-        change_list[:] = [rename(item, _values_path(item.path, job, merged)) for item in change_list]
+    done.changes = [Change(_values_path(c.path, job, values), c.v1, c.v2, c.fix) for c in done.changes]
+    done.problems = [Finding(_values_path(f.path, job, values), f.message, f.value, f.hint) for f in done.problems]
     return done
 
 
-def _values_path(path: str, job: dict, merged: dict) -> str:
-    """A path of the rendered PyTorchJob as the values key that set it, where one did."""
+def _values_path(path: str, job: dict, values: dict) -> str:
+    """A path of the rendered PyTorchJob as the values key that set it, where one did. The user's
+    own values decide between a role's key and the shared one."""
     role = "Master" if "Master" in job["spec"]["pytorchReplicaSpecs"] else "Worker"
     concrete = path.replace(".*.", f".{role}.").replace(f"containers[{admission.CONTAINER}]", "containers[0]")
-    mapped = validation.values_path(concrete, merged)
+    mapped = validation.values_path(concrete, {"job": {}, **values})
+    if mapped == concrete and concrete.endswith(("containers[0].command", "containers[0].args")):
+        return concrete.rsplit(".", 1)[1]  # the chart's command and args are the values' own
     return mapped if mapped != concrete else path
 
 
@@ -253,7 +254,7 @@ def _restarts(policy: str, run_policy: dict, retries: bool, resolved: runtime.Re
     fix = ("keep checkpoints so that a restart resumes; exit codes no longer decide what is retried, so a program "
            "that must not be retried should not fail with a retried code" if policy == "ExitCode" else
            "keep checkpoints so that a restart resumes")
-    return [Change(f"{roles.ROLES}.*.restartPolicy" + (", spec.runPolicy.backoffLimit" if limit is not None else ""), v1, v2,
+    return [Change(f"{roles.ROLES}.*.restartPolicy", v1, v2,
                    fix + "; set spec.runPolicy.backoffLimit in the v1 job to choose how many restarts of every node "
                    "the TrainJob gets")]
 
@@ -308,7 +309,7 @@ def _cleanup(run_policy: dict) -> list[Change]:
     clean = importer.without_stated_defaults(run_policy).get("cleanPodPolicy")
     if clean:
         out.append(Change("spec.runPolicy.cleanPodPolicy", f"{clean}: the operator deleted the job's "
-                          f"{'running' if clean == 'Running' else 'every'} pod when it finished",
+                          f"{'running pods' if clean == 'Running' else 'pods, every one,'} when it finished",
                           "no counterpart: the pods stay with their Jobs until the JobSet goes (deleting the TrainJob, "
                           "or ttlSecondsAfterFinished)",
                           "delete finished TrainJobs, or set spec.runPolicy.ttlSecondsAfterFinished in the v1 job"))

@@ -22,8 +22,8 @@ class OldLauncher(ValueError):
 def through_torchrun(command: list[str]) -> tuple[list[str], str]:
     """(the command every v2 node starts, how the v1 command started)."""
     head = os.path.basename(command[0]) if command else ""
-    if head == TORCHRUN:
-        return list(command), THROUGH_TORCHRUN
+    if head == TORCHRUN:  # by name: Trainer's runtimes, and the check of a TrainJob, expect it on PATH
+        return [TORCHRUN, *command[1:]], THROUGH_TORCHRUN
     rest = list(command[1:])
     if _PYTHON.match(head):
         if rest[:2] == ["-m", TORCHRUN_MODULE]:

@@ -93,7 +93,7 @@ def _volumes(job, mpod, wpod, mcons, wcons, problems) -> tuple[tuple[list, list]
                 changes.append(Change(
                     f"{ROLES}.{role}.template.spec.volumes[{name}]",
                     f"claim {claim} mounted{at} on the {role} alone",
-                    f"mounted{at} on every node ({nodes}), which v2 cannot spare: each node's pod needs the claim",
+                    f"mounted{at} on every node ({nodes}): all nodes run one pod template",
                     f"make {claim} a ReadWriteMany claim (a ReadWriteOnce one holds only while every node lands on one "
                     "machine), and let rank 0 alone write there (the project's trainer does)"))
             else:
