@@ -30,10 +30,12 @@ def check(cluster: api.Cluster, conversion: Conversion) -> None:
             api.apply_custom(here, companion, plural, dry_run=True)
         except UserError as exc:
             problems.append(Finding(f"{companion['kind']}/{name}", exc.describe(), hint="fix the v1 job, then convert again"))
+    admitted = True
     try:
         api.apply_job(here, job, True, kind)
     except UserError as exc:
         text = exc.describe()
+        admitted = False
         if missing_runtime and "spec.runtimeRef" in text:
             # Trainer's webhook looks the runtime up, and a dry run creates none: the rest passed.
             conversion.notes.append(f"the server checked {kind.kind} {job['metadata']['name']} but for its runtime, which "
@@ -42,5 +44,5 @@ def check(cluster: api.Cluster, conversion: Conversion) -> None:
             problems.append(Finding(f"{kind.kind}/{job['metadata']['name']}", text, hint="fix the v1 job, then convert again"))
     if problems:
         conversion.refuse(problems)
-    else:
+    elif admitted:
         conversion.notes.append(f"the cluster at {cluster.server} (namespace {namespace}) admitted it in a dry run")
