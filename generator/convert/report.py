@@ -4,7 +4,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from generator.errors import Finding, UserError
+from generator.errors import Finding
 
 SAME, CHANGES, REFUSED = "same", "changes", "refused"
 
@@ -79,6 +79,3 @@ def summary(conversions: list[Conversion], accepted: bool, written: bool, where:
         return text + "nothing written: review the changes, adapt the training code or values, then rerun with --accept\n"
     return text
 
-
-def unreadable(source: str, exc: UserError) -> Conversion:
-    return Conversion(source, "", problems=exc.findings)
