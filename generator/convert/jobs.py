@@ -17,6 +17,7 @@ from generator.local import runner
 RELEASE = "convert"
 MAIN = f"{roles.ROLES}.*.template.spec.containers[{admission.CONTAINER}]"
 EXIT_CODES = range(1, 256)
+OUTPUT_VOLUME = "output"  # the name the chart gives the output claim's volume
 
 
 def convert_file(path: str, release: str, namespace: str | None) -> list[Conversion]:
@@ -31,7 +32,18 @@ def convert_file(path: str, release: str, namespace: str | None) -> list[Convers
     if kind.target == "v2":
         return [Conversion(path, "", problems=[Finding("kind", f"is already a {kind.kind}, Trainer v2's own kind", kind.kind,
                                                        "nothing to convert: `generator run` and `submit` take it as it is")])]
-    return [convert_job(d, path) for d in documents if kind.owns(d)]
+    out = [convert_job(d, path) for d in documents if kind.owns(d)]
+    _carry(out[0], [d for d in documents if isinstance(d, dict) and not kind.owns(d)])
+    return out
+
+
+def _carry(conversion: Conversion, others: list[dict]) -> None:
+    """What the file holds beside its jobs (a claim, a ConfigMap) is the same for v2: written before
+    them, as it is."""
+    if others and conversion.objects:
+        conversion.objects[:0] = _cleaned(others, conversion.namespace)
+        conversion.notes.append("kept as they are: " + ", ".join(f"{o.get('kind')} {o.get('metadata', {}).get('name')}"
+                                                                   for o in others))
 
 
 def _from_values(path: str, documents: list, release: str, namespace: str | None) -> Conversion:
@@ -50,6 +62,7 @@ def _from_values(path: str, documents: list, release: str, namespace: str | None
     if namespace is None:
         job["metadata"].pop("namespace", None)
     done = convert_job(job, path)
+    _carry(done, [o for o in checked.objects if o is not checked.job])  # the output claim the chart makes
     done.changes = [Change(_values_path(c.path, job, values), c.v1, c.v2, c.fix) for c in done.changes]
     done.problems = [Finding(_values_path(f.path, job, values), f.message, f.value, f.hint) for f in done.problems]
     return done
@@ -63,6 +76,8 @@ def _values_path(path: str, job: dict, values: dict) -> str:
     mapped = validation.values_path(concrete, {"job": {}, **values})
     if mapped == concrete and concrete.endswith(("containers[0].command", "containers[0].args")):
         return concrete.rsplit(".", 1)[1]  # the chart's command and args are the values' own
+    if concrete.endswith(f".volumes[{OUTPUT_VOLUME}]") and (values.get("output") or {}).get("enabled"):
+        return "output.mountOn"
     return mapped if mapped != concrete else path
 
 
@@ -187,7 +202,7 @@ def _cleaned(objects: list[dict], namespace: str | None) -> list[dict]:
             strip(template.setdefault("metadata", {}))
             if not template["metadata"]:
                 template.pop("metadata")
-    return sorted(objects, key=lambda o: kinds.TRAINJOB.owns(o))
+    return sorted(objects, key=kinds.TRAINJOB.owns)  # stable: the rest keep their order
 
 
 def _launch(out: Conversion, command: list[str], main: dict, how: str, v1_env: dict, notes: list[str]) -> list[Change]:

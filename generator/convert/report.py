@@ -58,7 +58,8 @@ def describe(conversion: Conversion) -> str:
         lines = [f"{head}: refused, " + (f"{len(c.problems)} problems:" if len(c.problems) > 1 else "1 problem:")]
         lines += [f"  - {p.render()}" for p in c.problems]
         return "\n".join(lines) + "\n"
-    made = " with ".join(f"{o['kind']} {o['metadata']['name']}" for o in reversed(c.objects))
+    job, *others = [f"{o['kind']} {o['metadata']['name']}" for o in reversed(c.objects)]
+    made = job + (f" with {', '.join(others)}" if others else "")
     verdict = (f"{len(c.changes)} change(s) in meaning to accept" if c.changes else "no change in meaning")
     lines = [f"{head} -> {made}: {verdict}", f"  every node runs: {shlex.join(c.command)}"]
     for i, change in enumerate(c.changes, 1):

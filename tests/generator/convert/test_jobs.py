@@ -263,3 +263,17 @@ def test_values_convert_with_their_keys_named(tmp_path):
     path.write_text("job: {name: vals}\ntopology: {workers: 1}\nmaster: {resources: {requests: {cpu: '2'}}}\n")
     (refused,) = jobs.convert_file(str(path), "release", None)
     assert refused.outcome == REFUSED and [p.path for p in refused.problems] == ["master.resources"]
+
+
+def test_what_a_file_holds_beside_its_jobs_and_the_claim_values_make_are_written_first(tmp_path):
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}
+    path = tmp_path / "with-claim.yaml"
+    path.write_text(yaml.safe_dump_all([claim, job()]))
+    (done,) = jobs.convert_file(str(path), "release", None)
+    assert [o["kind"] for o in done.objects] == ["PersistentVolumeClaim", "TrainingRuntime", "TrainJob"]
+    assert done.objects[0] == claim and "kept as they are: PersistentVolumeClaim data" in done.notes
+    path.write_text("job: {name: vals}\ntopology: {workers: 1}\noutput: {enabled: true}\n")
+    (done,) = jobs.convert_file(str(path), "release", None)
+    assert [(o["kind"], o["metadata"]["name"]) for o in done.objects][0] == ("PersistentVolumeClaim", "vals-output")
+    assert "output.mountOn" in paths(done)  # the Master alone mounted it: the values key that said so
