@@ -134,8 +134,8 @@ def convert_job(job: dict, source: str) -> Conversion:
     values["elasticPolicy"] = {"enabled": False}
     env = list(values.get("env") or [])
     v1_env = local_plan.operator_env(out.name, 0, 2, 1, nproc, 0, spec.get("elasticPolicy"), 0, "Master" in specs)
-    kept = [k for k in v1_env if not k.startswith("PET_") and k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")]
-    for name in kept:  # what the operator set beside the launch contract (PYTHONUNBUFFERED) stays set
+    # What the operator set beside the launch contract and torchrun's own variables (PYTHONUNBUFFERED) stays set.
+    for name in [k for k in v1_env if k not in local_plan.CONTRACT_ENV and not k.startswith("PET_")]:
         if not any(e.get("name") == name for e in env):
             env.append({"name": name, "value": v1_env[name]})
             notes.append(f"env {name}={v1_env[name]}, which the operator set in every pod and Trainer does not, is "
@@ -211,7 +211,7 @@ def _launch(out: Conversion, command: list[str], main: dict, how: str, v1_env: d
         notes.append(f"`python -m {launch.TORCHRUN_MODULE}` is torchrun: every node starts `{shlex.join(out.command)}`")
     if how != launch.HANDED_TO_TORCHRUN:
         return []
-    gone = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k in v1_env]
+    gone = [k for k in local_plan.CONTRACT_ENV if k in v1_env and not k.startswith("PET_")]  # torchrun's to set now
     return [Change(f"{MAIN}.command",
                    f"`{shlex.join(command + args)}` ran once per pod, with {', '.join(gone)} set by the operator "
                    "(RANK the pod's rank)",

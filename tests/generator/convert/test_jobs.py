@@ -154,7 +154,7 @@ def test_the_command_starts_through_torchrun_and_says_so_where_the_launch_change
     launch = [c for c in done.changes if c.path.endswith("command")]
     assert bool(launch) == change
     if change:
-        assert "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set by the operator" in launch[0].v1
+        assert "WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT set by the operator" in launch[0].v1
         assert "PET_NNODES" in launch[0].v2 and "LOCAL_RANK" in launch[0].v2
 
 
@@ -215,6 +215,8 @@ def test_elastic_jobs_become_a_fixed_number_of_nodes():
     (change,) = done.changes
     assert change.path == "spec.elasticPolicy" and "between 1 and 4 Workers" in change.v1 and "up to 3" in change.v1
     assert "a fixed 2 node(s)" in change.v2 and runtime.resolve(done.objects).nodes == 2
+    # torchrun's elastic settings went with the policy, rather than into the trainer's env
+    assert not [e for e in done.objects[-1]["spec"]["trainer"]["env"] if e["name"].startswith("PET_")]
 
 
 def test_extra_ports_and_v1_pod_names_are_told():
