@@ -152,7 +152,7 @@ def convert_job(job: dict, source: str) -> Conversion:
     out.objects = objects
     out.command = [*v2_command, *(main.get("args") or [])]
     out.changes = changes + _launch(out, command, main, how, v1_env, notes) + _nproc(spec, nproc, how, resolved) + \
-        _restarts(policy, run_policy, retries, resolved, notes) + _success(specs, resolved) + \
+        _restarts(policy, run_policy, retries, resolved, notes) + _success(spec, specs, resolved) + \
         _elastic(spec, resolved) + _scheduling(meta, run_policy, notes) + _cleanup(run_policy) + \
         _ports(values) + _pod_names(out.name, main)
     out.notes = notes
@@ -274,11 +274,18 @@ def _restarts(policy: str, run_policy: dict, retries: bool, resolved: runtime.Re
                    "the TrainJob gets")]
 
 
-def _success(specs: dict, resolved: runtime.Resolved) -> list[Change]:
-    if "Master" not in specs or resolved.nodes < 2:
-        return []  # one pod, or Workers alone, which v1 too waited for
-    return [Change(f"{roles.ROLES}.Master", "the job succeeded when the Master succeeded; the Workers still running "
-                   "were stopped", f"the TrainJob completes when every one of its {resolved.nodes} nodes succeeds",
+def _success(spec: dict, specs: dict, resolved: runtime.Resolved) -> list[Change]:
+    """As the local runner decides v1's success (the Master; without one, every Worker, or the first
+    Worker of an elastic job), against JobSet's (every node)."""
+    if resolved.nodes < 2:
+        return []
+    if "Master" in specs:
+        role, v1 = "Master", "the job succeeded when the Master succeeded; the Workers still running were stopped"
+    elif spec.get("elasticPolicy") is not None:
+        role, v1 = "Worker", "the job succeeded when its first Worker succeeded (elastic); the others still running were stopped"
+    else:
+        return []  # Workers alone: v1 too waited for every one
+    return [Change(f"{roles.ROLES}.{role}", v1, f"the TrainJob completes when every one of its {resolved.nodes} nodes succeeds",
                    "let every rank exit 0 when training ends (the Workers too): destroy the process group and return")]
 
 

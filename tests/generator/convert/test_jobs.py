@@ -212,7 +212,8 @@ def test_elastic_jobs_become_a_fixed_number_of_nodes():
     j = job(elasticPolicy={"minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": 3})
     j["spec"]["pytorchReplicaSpecs"] = {"Worker": {**j["spec"]["pytorchReplicaSpecs"]["Master"], "replicas": 2}}
     done = jobs.convert_job(j, "t.yaml")
-    (change,) = done.changes
+    success, change = done.changes
+    assert "its first Worker succeeded (elastic)" in success.v1 and "every one of its 2 nodes" in success.v2
     assert change.path == "spec.elasticPolicy" and "between 1 and 4 Workers" in change.v1 and "up to 3" in change.v1
     assert "a fixed 2 node(s)" in change.v2 and runtime.resolve(done.objects).nodes == 2
     # torchrun's elastic settings went with the policy, rather than into the trainer's env
