@@ -19,7 +19,7 @@ from generator.errors import UserError
 
 # name -> module under generator.cli holding `command`; listed in the order `--help` shows them.
 COMMANDS = {
-    "values": "values", "validate": "validate", "import": "import_", "render": "render", "run": "run",
+    "values": "values", "validate": "validate", "import": "import_", "convert": "convert", "render": "render", "run": "run",
     "submit": "submit", "status": "status", "diagnose": "diagnose", "logs": "logs", "wait": "wait", "delete": "delete",
     "cluster": "cluster",
 }

@@ -13,6 +13,7 @@ from pathlib import Path
 from generator.container.env import expand
 
 ENTRYPOINT = ("python", "-m", "trainer")  # the trainer image's ENTRYPOINT
+IMAGE_OUTPUT = "/opt/pytorch/output"  # where it writes without OUTPUT_DIR (trainer/config.py's default)
 
 
 def command_line(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[str, str]) -> list[str]:
@@ -76,13 +77,16 @@ def map_path(value: str, mounts: dict[str, Path]) -> str:
     return value
 
 
-def own_output(env: dict[str, str], command: list[str] | None, folders: list[Path], own: Path) -> None:
-    """The trainer writes to OUTPUT_DIR. Where that is a path on the container's own disk (the
-    image's default /opt/pytorch/output, or OUTPUT_DIR where the pod has no volume), it becomes a
-    folder of the pod's own: never a path of this machine outside the run."""
+def own_output(env: dict[str, str], mounts: dict[str, Path], own: Path) -> None:
+    """The trainer writes to OUTPUT_DIR, else to the image's /opt/pytorch/output, whatever command
+    starts it (`python -m trainer`, torchrun). Unset, it becomes the volume mounted there, else a
+    folder of the pod's own; a path on the container's own disk (OUTPUT_DIR where no volume is)
+    becomes that folder too: never a path of this machine outside the run."""
     output = env.get("OUTPUT_DIR")
-    if (not command and output is None) or (output and output.startswith("/") and
-                                             not any(output.startswith(str(f)) for f in folders)):
+    if output is None:
+        mapped = map_path(IMAGE_OUTPUT, mounts)
+        env["OUTPUT_DIR"] = mapped if mapped != IMAGE_OUTPUT else str(own)
+    elif output.startswith("/") and not any(output.startswith(str(f)) for f in mounts.values()):
         env["OUTPUT_DIR"] = str(own)
 
 
@@ -118,7 +122,7 @@ def on_host(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[
     given = given or {}
     mapped = {k: v if given.get(k) == v else map_path(v, mounts) for k, v in env.items()}
     if entrypoint:  # the trainer's OUTPUT_DIR contract; your code's variables are yours
-        own_output(mapped, container.get("command"), list(mounts.values()), own / "output")
+        own_output(mapped, mounts, own / "output")
     start = container.get("workingDir") or (code[0] if code else None)
     if not start:
         return HostCommand(argv, mapped, None)

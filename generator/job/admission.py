@@ -19,6 +19,9 @@ DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0
 RELEASE_MAX = 53  # Helm's cap: its objects' names add suffixes to the release's
 ROLES = ("Master", "Worker")
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+# What the operator's defaulting gives a replica spec or job that leaves these unset.
+DEFAULT_RESTART_POLICY = "OnFailure"
+DEFAULT_NPROC_PER_NODE = "auto"  # passed on as PET_NPROC_PER_NODE
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 STANDARD_RESOURCES = {"cpu", "memory", "ephemeral-storage", "storage"}
 

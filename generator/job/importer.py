@@ -166,7 +166,7 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
                                      "remove them; pods get their names from the operator")], source=source)
 
     # A default the chart states for an unset value imports back as that unset value.
-    run_policy = _without_stated_defaults(spec.get("runPolicy") or {})
+    run_policy = without_stated_defaults(spec.get("runPolicy") or {})
     scheduling = run_policy.get("schedulingPolicy") or {}
     d["runPolicy"] = {"cleanPodPolicy": run_policy.get("cleanPodPolicy", ""),
                       "ttlSecondsAfterFinished": run_policy.get("ttlSecondsAfterFinished"),
@@ -251,7 +251,7 @@ def normalise(job: dict) -> dict:
             if pod.get(key) == {}:
                 pod.pop(key)
     if "runPolicy" in job.get("spec", {}):
-        job["spec"]["runPolicy"] = _without_stated_defaults(job["spec"]["runPolicy"] or {})
+        job["spec"]["runPolicy"] = without_stated_defaults(job["spec"]["runPolicy"] or {})
         if not job["spec"]["runPolicy"]:
             job["spec"].pop("runPolicy")
     return job
@@ -264,7 +264,7 @@ def _stated_defaults() -> dict:
     return render_job(defaults.chart_defaults())["spec"]["runPolicy"]
 
 
-def _without_stated_defaults(run_policy: dict) -> dict:
+def without_stated_defaults(run_policy: dict) -> dict:
     stated = _stated_defaults()
     return {k: v for k, v in run_policy.items() if k not in stated or v != stated[k]}
 

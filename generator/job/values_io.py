@@ -198,6 +198,11 @@ def dump(data: object) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000, allow_unicode=True)
 
 
+def dump_all(objects: list) -> str:
+    """Several objects as one YAML stream, each a document of its own."""
+    return "".join(f"---\n{dump(o)}" for o in objects)
+
+
 _STDIN: list = [None, ""]  # [the stream read, its text]
 
 

@@ -40,6 +40,7 @@ class JobKind(ABC):
     pod_group_maker: ClassVar[str]  # who creates its PodGroup
     gang_opt_out: ClassVar[str]  # how to run it without gang scheduling
     restarts_exhausted: ClassVar[tuple[str, ...]]  # words of a failure condition that say the restarts ran out
+    target: ClassVar[str]  # the chart's `target` that renders this kind (v1, v2)
 
     @property
     def api_version(self) -> str:

@@ -39,6 +39,7 @@ class PyTorchJob(JobKind):
     kueue_integration = "kubeflow.org/pytorchjob"
     pod_group_maker = "the operator"
     gang_opt_out = f"run the operator chart with {setting('gangScheduling.enabled', 'false', OPERATOR_CHART)}"
+    target = "v1"
     restarts_exhausted = ("backoff",)
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:

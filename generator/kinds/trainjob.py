@@ -37,6 +37,7 @@ class TrainJob(JobKind):
     kueue_integration = "trainer.kubeflow.org/trainjob"
     pod_group_maker = "Trainer's controller"
     gang_opt_out = "drop `podGroupPolicy` from the job's TrainingRuntime"
+    target = "v2"
     restarts_exhausted = ("backoff", "restarts")
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:

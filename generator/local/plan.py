@@ -74,8 +74,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     specs = spec["pytorchReplicaSpecs"]
     notes: list[str] = []
     problems: list[Finding] = []
-    # The operator defaults an unset nprocPerNode to "auto" and passes it on as PET_NPROC_PER_NODE.
-    nproc = str(spec.get("nprocPerNode") or "auto")
+    nproc = str(spec.get("nprocPerNode") or admission.DEFAULT_NPROC_PER_NODE)
     per_pod = int(nproc) if nproc.isdigit() else 1
     order = [("Master", 1)] if "Master" in specs else []
     if "Worker" in specs:
@@ -93,8 +92,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         pod_spec = rspec["template"]["spec"]
         where = f"spec.pytorchReplicaSpecs.{role}.template.spec"
         for i in range(count):
-            env = _operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs)
-            replicas.append(_replica(Pod(name, f"{role.lower()}-{i}", role, rank, rspec.get("restartPolicy") or "OnFailure",
+            env = operator_env(name, rank, pods, per_pod, nproc, port, elastic, rdzv_port, "Master" in specs)
+            replicas.append(_replica(Pod(name, f"{role.lower()}-{i}", role, rank, rspec.get("restartPolicy") or admission.DEFAULT_RESTART_POLICY,
                                          pod_spec, admission.CONTAINER, where, rspec["template"].get("metadata") or {}),
                                      env, run_dir, namespace, aliases, shared, problems, notes))
             rank += 1
@@ -295,7 +294,7 @@ def _check_image(image: str, aliases: dict[str, str] | None, where: str,
     return None
 
 
-def _operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,
+def operator_env(job: str, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,
                   rdzv_port: int | None, has_master: bool) -> dict[str, str]:
     """The variables training-operator v1.9 injects, with loopback for the Master's address."""
     env = {"PYTHONUNBUFFERED": "1"}

@@ -10,7 +10,7 @@ from pathlib import Path
 from generator import paths
 
 PACKAGE_ROOT = paths.ROOT / "generator"
-PACKAGES = ("local", "controlplane", "container", "job", "cluster", "diagnose", "cli", "kinds")
+PACKAGES = ("local", "controlplane", "container", "job", "cluster", "diagnose", "cli", "kinds", "convert")
 APART = {("local", "controlplane"), ("controlplane", "local")}  # the container package sits between them
 
 

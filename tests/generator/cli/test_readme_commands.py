@@ -94,3 +94,24 @@ def test_the_readmes_diagnose_sample_is_what_diagnose_prints():
                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 1, proc.stderr  # findings
     assert samples.mismatch("\n".join(sample), proc.stdout) == "", proc.stdout
+
+
+@pytest.mark.trains
+def test_the_readmes_migration_example_runs_as_written_and_prints_its_report(tmp_path):
+    heading = "### Move a PyTorchJob to Trainer v2"
+    section = README.split(heading, 1)[1]
+    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    ran = [line.strip() for line in block.splitlines() if line.startswith("python -m generator")]
+    assert [shlex.split(c)[3] for c in ran] == ["convert", "convert", "run"]
+    prompt, sample = samples.block_after(README, heading).split("\n", 1)
+    assert prompt == f"$ {ran[0]}"
+    for folder in ("tests", "charts"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    procs = [subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}) for line in ran]
+    refused, accepted, trained = procs
+    assert refused.returncode == 1 and samples.mismatch(sample, refused.stdout) == "", refused.stdout
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert trained.returncode == 0 and "job succeeded: every node succeeded" in trained.stderr, trained.stderr
+    metrics = json.loads((tmp_path / "runs/digits-v2/digits-output/metrics.json").read_text())
+    assert metrics["world_size"] == 2

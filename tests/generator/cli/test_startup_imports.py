@@ -57,6 +57,7 @@ JOB_COMMANDS = [
     (["validate", MANIFEST], 0, REFUSAL_ONLY | {"helm_python"}),
     (["import", MANIFEST, "-o", "{tmp}/imported.yaml"], 0, REFUSAL_ONLY),
     (["render", "{values}", "-o", "{tmp}/manifests.yaml"], 0, REFUSAL_ONLY),
+    (["convert", str(MANIFESTS / "digits-ddp.yaml"), "--to", "v2", "--accept", "-o", "{tmp}/v2.yaml"], 0, REFUSAL_ONLY),
     (["run", "{values}", "--dry-run"], 0, REFUSAL_ONLY),
     (["run", MANIFEST, "--dry-run", "--image", "harbor.vsphere.local/library/pytorch-mnist=ghcr.io/pytorchjob-kit/trainer"],
      0, REFUSAL_ONLY),
@@ -66,7 +67,7 @@ JOB_COMMANDS = [
 
 
 @pytest.mark.parametrize("args, code, also_absent", JOB_COMMANDS, ids=["values", "validate values", "validate manifest", "import", "render",
-                              "run values", "run manifest", "diagnose --from"])
+                              "convert", "run values", "run manifest", "diagnose --from"])
 def test_job_commands_off_the_cluster_load_no_torch_and_no_cluster_client(args, code, also_absent, values_file,
                                                                           tmp_path):
     args = [a.format(values=values_file, tmp=tmp_path) for a in args]

@@ -22,6 +22,16 @@ def test_no_command_runs_the_images_entrypoint_with_this_interpreter_and_its_own
     assert host.cwd is None
 
 
+def test_without_output_dir_the_trainer_writes_to_the_volume_at_its_default_else_its_own_folder():
+    """Whatever starts it: a Trainer v2 node runs torchrun, and must not write to this machine's
+    /opt/pytorch/output."""
+    torchrun = {"command": ["torchrun", "--module", "trainer"]}
+    assert on_host(ENTRYPOINT, torchrun, {}, MOUNTS, OWN).env == {"OUTPUT_DIR": str(OWN / "output")}
+    claim = {"/opt/pytorch/output": Path("/runs/job/results")}
+    for container in ({}, torchrun):
+        assert on_host(ENTRYPOINT, container, {}, claim, OWN).env == {"OUTPUT_DIR": "/runs/job/results"}
+
+
 def test_mount_paths_become_folders_after_expansion_the_deepest_mount_first():
     container = {"command": ["torchrun", "--nproc-per-node=1", "--module", "trainer"],
                  "args": ["--data=$(ROOT)/x", "/data/cache/y", "PATHS=a:/data", "/database"]}

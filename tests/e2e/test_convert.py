@@ -1,0 +1,55 @@
+"""`convert --to v2` against a real API server: the v1 job trains under the real operator, and its
+conversion passes the server's dry run (Trainer v2.3's CRD schemas), is submitted, and trains on
+real Jobs. No Trainer controller runs here yet: tests/support/trainer.py makes the node Job and
+writes the TrainJob's status as Trainer would; once a Trainer-enabled cluster fixture exists, this
+test should submit to it instead and leave the rest to Trainer."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support import MANIFESTS
+
+pytestmark = pytest.mark.e2e
+DIGITS = MANIFESTS / "digits-ddp.yaml"
+
+
+@pytest.fixture
+def ns(cluster):
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api())
+    name = "t-convert"
+    core.create_namespace({"metadata": {"name": name}})
+    # The claim the job mounts; the local StorageClass serves every pod on the one node.
+    core.create_namespaced_persistent_volume_claim(name, {
+        "metadata": {"name": "digits-output"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    yield name
+    core.delete_namespace(name)
+
+
+def test_a_converted_job_passes_the_servers_dry_run_and_trains_as_its_v1_job_did(cluster, ns, tmp_path):
+    from tests.support import trainer
+
+    api = cluster.api()
+    trainer.install_crds(api)
+    v1 = cluster.cli("submit", str(DIGITS), "-n", ns, "--wait", "--timeout", "600", check=True)
+    assert "pytorchjob digits-ddp created" in v1.stdout
+    cluster.cli("delete", "digits-ddp", "-n", ns, check=True)
+
+    converted = tmp_path / "digits-v2.yaml"
+    proc = cluster.cli("convert", str(DIGITS), "--to", "v2", "--accept", "--server", "-n", ns, "-o", str(converted))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"(namespace {ns}) admitted it in a dry run" in proc.stdout
+    proc = cluster.cli("submit", str(converted), "-n", ns, check=True)
+    assert proc.stdout == "trainjob digits-ddp created\n" and "trainingruntime digits-ddp applied" in proc.stderr
+    trainer.start_nodes(api, ns, "digits-ddp")
+    assert trainer.record(api, ns, "digits-ddp") == "Complete"
+    logs = cluster.cli("logs", "digits-ddp", "-n", ns, "--replica", "node-0-0", check=True).stdout
+    written = re.search(r"(\S+/metrics\.json)$", logs, re.M)  # where rank 0 wrote, on the claim's volume
+    assert written, logs[-2000:]
+    assert json.loads(Path(written.group(1)).read_text())["world_size"] == 2  # torchrun made two ranks of two nodes

@@ -1,0 +1,39 @@
+"""`convert --to v2` of every PyTorchJob the tests hold (tests/manifests and upstream's examples in
+../shared): each case's report and output, kept as a golden under tests/golden/convert/."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.convert import jobs, report
+from generator.job import values_io
+from tests.support import MANIFESTS, REFERENCE
+from tests.support.scenarios import GOLDEN
+
+FOLDER = GOLDEN / "convert"
+UPSTREAM = REFERENCE / "training-operator-v1.9.4" / "examples"
+
+
+def case_id(path: Path) -> str:
+    return f"upstream-{path.stem}" if path.parent == UPSTREAM else path.stem
+
+
+def cases() -> list[Path]:
+    return sorted(MANIFESTS.glob("*.yaml")) + sorted(UPSTREAM.glob("*.yaml"))
+
+
+def golden_path(path: Path) -> Path:
+    return FOLDER / f"{case_id(path)}.txt"
+
+
+def converted(path: Path) -> list[report.Conversion]:
+    """The file's conversions, named by the case rather than by where the file lies."""
+    out = jobs.convert_file(str(path), "release", None)
+    for c in out:
+        c.source = f"{case_id(path)}.yaml"
+    return out
+
+
+def text(path: Path) -> str:
+    """The report, then what would be written: the golden's content."""
+    conversions = converted(path)
+    return "".join(report.describe(c) for c in conversions) + values_io.dump_all([o for c in conversions for o in c.objects])
