@@ -133,11 +133,12 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
     serving_cert, serving_key = cfg.cert(serving_stem(cfg))
     kubelet_cert, kubelet_key = cfg.cert("apiserver-kubelet-client")
     sa_private, sa_public = pki.service_account_files(cfg.layout.pki)
+    etcd_cert, etcd_key = cfg.cert(ETCD_CLIENT)
     admission = cfg.layout.root / "admission.yaml"
     return Component("kube-apiserver", [
         str(build.binary("kube-apiserver")),
         f"--etcd-servers={cfg.etcd_url}", f"--etcd-cafile={cfg.ca}",
-        *(f"--etcd-{flag}={path}" for flag, path in zip(("certfile", "keyfile"), cfg.cert(ETCD_CLIENT))),
+        f"--etcd-certfile={etcd_cert}", f"--etcd-keyfile={etcd_key}",
         f"--bind-address={cfg.address}", f"--secure-port={cfg.ports.apiserver}", f"--advertise-address={cfg.address}",
         f"--tls-cert-file={serving_cert}", f"--tls-private-key-file={serving_key}",
         f"--client-ca-file={cfg.ca}",

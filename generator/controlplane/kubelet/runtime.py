@@ -13,6 +13,7 @@ from pathlib import Path
 from generator.container import programs
 from generator.container.command import command_line, on_host
 from generator.container.process import Process
+from generator.controlplane.kubelet import security
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
@@ -32,18 +33,34 @@ def _unshare() -> list[str]:
 TOOLBOX = "/var/run/pod/bin"  # where a shell image finds the kubelet's nslookup
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """The cluster's folder hidden inside the container (an empty tmpfs over it) but for `keep`,
+    the pod's own folders bound back at their paths: a container sees no other pod's token and
+    none of the cluster's keys, and a non-root user reaches its own folders although the
+    cluster's folder is 0700 on the host."""
+    root: Path
+    keep: tuple[Path, ...]
+
+
 def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
-                 toolbox: Path | None, argv: list[str]) -> str:
+                 toolbox: Path | None, argv: list[str], hidden: Hidden | None = None,
+                 identity: security.Identity | None = None) -> str:
     """A shell script that builds the container's view and execs its program: the pod's hostname
     (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
-    only /etc/hosts changes; otherwise /tmp and /var/run are the container's own (fresh tmpfs) and
-    each volume is mounted at its mountPath. Sources pass through a staging tmpfs first because a
-    source may itself live under /tmp, which a tmpfs then hides."""
+    only /etc/hosts changes (and the cluster's folder, with `hidden`); otherwise /tmp and /var/run
+    are the container's own (fresh tmpfs) and each volume is mounted at its mountPath. Sources pass
+    through a staging tmpfs first because a source may itself live under /tmp, which a tmpfs then
+    hides. With `identity`, the program starts through setpriv as that user, and a read-only root
+    is remounted so."""
     q = shlex.quote
     lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
+    if mounts is not None or hidden:
+        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
+    for j, folder in enumerate(hidden.keep if hidden else ()):
+        lines += [f"mkdir /var/run/pod/keep-{j}", f"mount --bind {q(str(folder))} /var/run/pod/keep-{j}"]
     if mounts is not None:
         mounts = list(mounts)
-        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
         for i, (source, _, _) in enumerate(mounts):
             make = f"mkdir /var/run/pod/{i}" if source.is_dir() else f": > /var/run/pod/{i}"
             lines += [make, f"mount --bind {q(str(source))} /var/run/pod/{i}"]
@@ -52,6 +69,12 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
             argv = ["/var/run/pod/exe", *argv[1:]]
         if toolbox:
             lines += [f"mkdir {TOOLBOX}", f"mount --bind {q(str(toolbox))} {TOOLBOX}"]
+    if hidden:  # every source is staged by now: the cluster's folder can go
+        lines.append(f"mount -t tmpfs -o mode=0755 cluster-hidden {q(str(hidden.root))}")
+        for j, folder in enumerate(hidden.keep):
+            lines += [f"mkdir -p {q(str(folder))}", f"mount --bind /var/run/pod/keep-{j} {q(str(folder))}"]
+        lines.append('cd "$PWD"')  # the working folder as the container sees it, through its own mount
+    if mounts is not None:
         if not any(target == "/tmp" for _, target, _ in mounts):
             lines.append("mount -t tmpfs pod-tmp /tmp")
         order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
@@ -61,7 +84,16 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
             lines.append(f"mount --bind /var/run/pod/{i} {q(target)}")
             if read_only:
                 lines.append(f"mount -o remount,bind,ro {q(target)}")
-    lines.append("exec " + shlex.join(argv))
+    if identity and identity.read_only_root:
+        # Writable stay the volumes and the pod's own folders (separate mounts); / and the
+        # container's own /tmp and /var/run become read-only, as an image's root would.
+        lines.append("mount -o remount,bind,ro /")
+        if mounts is not None:
+            if not any(target == "/tmp" for _, target, _ in mounts):
+                lines.append("mount -o remount,ro /tmp")
+            lines.append("mount -o remount,ro /var/run")
+    prefix = identity.argv() if identity else []
+    lines.append("exec " + shlex.join([*prefix, *argv]))
     return "\n".join(lines)
 
 
@@ -122,15 +154,49 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
 
 def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
           hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None],
-          given: dict[str, str] | None = None) -> Process:
+          given: dict[str, str] | None = None, identity: security.Identity | None = None, hidden: Hidden | None = None,
+          join: Callable[[], None] | None = None) -> Process:
     """The container's process, in the pod's network namespace `netns` (None: this machine's);
-    `given`: what of `env` the node set rather than the pod."""
+    `given`: what of `env` the node set rather than the pod; `identity`: the user and privileges
+    its securityContext asks for; `hidden`: what of the cluster's folder it must not see; `join`:
+    run in the child before exec (its cgroups)."""
     ready = prepare(program, container, env, volumes, workdir, given)
     ready.cwd.mkdir(parents=True, exist_ok=True)
+    if identity and identity.uid != 0 and program.mode == programs.HOST:
+        unreadable = _unreachable(identity, [Path(ready.argv[0]), *(Path(p) for p in _code(ready.env))])
+        if unreadable:
+            raise StartError(f"{unreadable} cannot be read by uid {identity.uid}, the container's runAsUser, so the "
+                             "trainer cannot start as that user here; put the checkout and its virtual environment "
+                             "where every user can read them (folders 0755, e.g. not under a 0700 home), or run "
+                             "the pod as root (runAsUser: 0 and no runAsNonRoot)")
     shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
-    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv)
+    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv, hidden,
+                          identity)
     try:
-        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=ready.cwd)
+        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=ready.cwd, preexec_fn=join)
     except OSError as exc:
         raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc
+
+
+def _code(env: dict[str, str]) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(":") if p]
+
+
+def _unreachable(identity: security.Identity, wanted: list[Path]) -> Path | None:
+    """The first folder on the way to one of `wanted` that the container's user cannot pass."""
+    for path in wanted:
+        for part in [*reversed(path.parents), path]:
+            try:
+                st = part.stat()
+            except OSError:
+                break
+            if st.st_uid == identity.uid:
+                bit = 0o100
+            elif st.st_gid == identity.gid or st.st_gid in identity.groups:
+                bit = 0o010
+            else:
+                bit = 0o001
+            if part.is_dir() and not st.st_mode & bit:
+                return part
+    return None
