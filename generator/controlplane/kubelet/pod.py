@@ -354,7 +354,7 @@ class PodWorker(threading.Thread):
         try:
             c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
                                    self.workdir, self.kubelet.toolbox, self.netns, line, given, identity,
-                                   self._hidden(), c.cgroup.join if c.cgroup else None)
+                                   self._hidden(identity), c.cgroup.join if c.cgroup else None)
         except runtime.StartError as exc:
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
@@ -391,11 +391,11 @@ class PodWorker(threading.Thread):
                 os.chown(folder, identity.uid, identity.gid)
         return missing
 
-    def _hidden(self) -> runtime.Hidden:
+    def _hidden(self, identity: security.Identity | None) -> runtime.Hidden:
         """Inside the container, the cluster's folder holds only this pod's folder and its volumes."""
         root = self.kubelet.layout.root
         outside = [p for p in self.volumes.paths.values() if self.folder not in [p, *p.parents]]
-        return runtime.Hidden(root, tuple(dict.fromkeys([self.folder, *(p for p in outside if root in p.parents)])))
+        return runtime.hidden(root, [self.folder, *(p for p in outside if root in p.parents)], identity)
 
     # --- probes ----------------------------------------------------------------------------
     def _probe(self, c: Container) -> None:

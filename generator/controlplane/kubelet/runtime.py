@@ -185,18 +185,33 @@ def _code(env: dict[str, str]) -> list[str]:
 
 def _unreachable(identity: security.Identity, wanted: list[Path]) -> Path | None:
     """The first folder on the way to one of `wanted` that the container's user cannot pass."""
-    for path in wanted:
-        for part in [*reversed(path.parents), path]:
-            try:
-                st = part.stat()
-            except OSError:
-                break
-            if st.st_uid == identity.uid:
-                bit = 0o100
-            elif st.st_gid == identity.gid or st.st_gid in identity.groups:
-                bit = 0o010
-            else:
-                bit = 0o001
-            if part.is_dir() and not st.st_mode & bit:
-                return part
+    return next((blocked for blocked in (_blocked(identity, p) for p in wanted) if blocked), None)
+
+
+def _blocked(identity: security.Identity, path: Path) -> Path | None:
+    for part in [*reversed(path.parents), path]:
+        try:
+            st = part.stat()
+        except OSError:
+            return None
+        if st.st_uid == identity.uid:
+            bit = 0o100
+        elif st.st_gid == identity.gid or st.st_gid in identity.groups:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if part.is_dir() and not st.st_mode & bit:
+            return part
     return None
+
+
+def hidden(root: Path, keep: list[Path], identity: security.Identity | None) -> Hidden:
+    """What a container sees of the cluster's folder `root`: only `keep`. For a user other than
+    root the cover goes on the first folder above `root` it could not pass, if any (a checkout
+    under a 0700 home, pytest's 0700 folder), so its own folders are reachable by their paths."""
+    top = root
+    if identity is not None and identity.uid != 0:
+        blocked = _blocked(identity, root)
+        if blocked is not None and blocked != root:
+            top = blocked
+    return Hidden(top, tuple(dict.fromkeys(keep)))

@@ -148,3 +148,22 @@ def test_a_trainer_whose_python_its_user_cannot_reach_is_refused_with_the_reason
         runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-c", "pass"]},
                       {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(hidden)}, {}, "mine", mine / "hosts",
                       mine / "workdir", mine, None, print, identity=identity)
+
+
+@needs_tools
+def test_a_non_root_trainer_writes_its_own_folders_though_the_folders_above_them_are_0700(cluster):
+    root, mine, _ = cluster
+    root.parent.chmod(0o700)  # as pytest's own folder, or a checkout under a private home
+    output = mine / "output"
+    output.mkdir()
+    os.chown(output, 1000, 1000)
+    identity = security.identity({"securityContext": {"runAsUser": 1000, "runAsGroup": 1000}}, {"name": "pytorch"},
+                                 TRAINER, POD)
+    lines: list[str] = []
+    write = "import os, sys; open(os.path.join(sys.argv[1], 'model.pt'), 'w').write('x'); print(os.getuid())"
+    proc = runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-c", write, str(output)]},
+                         {"PATH": "/usr/bin:/bin"}, {}, "mine", mine / "hosts", mine / "workdir", mine, None,
+                         lines.append, identity=identity, hidden=runtime.hidden(root, [mine], identity))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert lines == ["1000"] and (output / "model.pt").read_text() == "x"
