@@ -205,6 +205,16 @@ def _pod(name: str, command: str, security: dict | None = None, pod_security: di
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
 
+def delete(core, name: str) -> None:
+    from kubernetes.client import ApiException
+
+    try:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def _phase(cluster, name: str) -> str:
     return cluster.core().read_namespaced_pod(name, "default").status.phase
 
@@ -220,7 +230,7 @@ def test_run_as_non_root_with_a_root_user_is_refused_as_on_a_cluster(cluster):
         messages = [e.message for e in events(cluster, "sec-root")]
         assert any("container's runAsUser breaks non-root policy" in m for m in messages), messages
     finally:
-        core.delete_namespaced_pod("sec-root", "default", grace_period_seconds=0)
+        delete(core, "sec-root")
 
 
 def test_a_container_reads_its_own_token_but_not_another_pods(cluster):
@@ -229,7 +239,8 @@ def test_a_container_reads_its_own_token_but_not_another_pods(cluster):
     core.create_namespaced_pod("default", _pod("sec-a", "sleep 300"))
     try:
         wait_for(lambda: _phase(cluster, "sec-a") == "Running", 60, "sec-a to run")
-        (other,) = (cluster.dir / "kubelet" / "pods").glob("default_sec-a_*")
+        uid = core.read_namespaced_pod("sec-a", "default").metadata.uid
+        other = cluster.dir / "kubelet" / "pods" / f"default_sec-a_{uid}"
         theirs = next(other.glob("volumes/kube-api-access-*/token"))
         core.create_namespaced_pod("default", _pod(
             "sec-b", f"test -s {token} && echo own-token-read; cat {theirs} >/dev/null 2>&1 && echo other-read || "
@@ -241,4 +252,18 @@ def test_a_container_reads_its_own_token_but_not_another_pods(cluster):
         assert log_of(cluster, "sec-b").split() == ["own-token-read", "other-hidden", "1000"]
     finally:
         for name in ("sec-a", "sec-b"):
-            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            delete(core, name)
+
+
+def test_an_exec_probe_runs_as_the_containers_user(cluster):
+    core = cluster.core()
+    pod = _pod("sec-probe", "sleep 300", pod_security={"runAsUser": 1000, "runAsGroup": 1000})
+    pod["spec"]["containers"][0]["readinessProbe"] = {"exec": {"command": ["sh", "-c", 'test "$(id -u)" = 1000']},
+                                                      "periodSeconds": 1}
+    core.create_namespaced_pod("default", pod)
+    try:
+        wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in
+                             core.read_namespaced_pod("sec-probe", "default").status.conditions or []), 60,
+                 "the probe, run as uid 1000, to pass")
+    finally:
+        delete(core, "sec-probe")

@@ -71,6 +71,7 @@ class Container:
     killed_for: str = ""
     log: object = None
     cgroup: cgroups.Container | None = None
+    identity: security.Identity | None = None  # who its current run runs as (exec probes run so too)
 
     @property
     def name(self) -> str:
@@ -336,6 +337,7 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
             c.next_start = self.clock() + REFRESH_SECONDS
             return
+        c.identity = identity
         ignored = security.unhonoured(self.pod["spec"], c.spec)
         missing = self._sandbox_container(c, identity)
         if ignored or missing:
@@ -440,7 +442,8 @@ class PodWorker(threading.Thread):
                 # and folder, not this machine's view or the env of whoever started the cluster.
                 if c.proc is None or c.proc.poll() is not None:
                     return False, "the container is not running"
-                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--",
+                user = c.identity.argv() if c.identity else []
+                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--", *user,
                                        *spec["exec"]["command"]], env=c.proc.env, cwd=c.proc.cwd, capture_output=True,
                                       text=True, timeout=timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
