@@ -162,6 +162,9 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     run in the child before exec (its cgroups)."""
     ready = prepare(program, container, env, volumes, workdir, given)
     ready.cwd.mkdir(parents=True, exist_ok=True)
+    if identity and not security.available():
+        raise StartError("the container has a securityContext and this node applies it with util-linux's setpriv, "
+                         "which is not on PATH; install util-linux (apt-get install util-linux)")
     if identity and identity.uid != 0 and program.mode == programs.HOST:
         unreadable = _unreachable(identity, [Path(ready.argv[0]), *(Path(p) for p in _code(ready.env))])
         if unreadable:

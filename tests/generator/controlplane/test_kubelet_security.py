@@ -167,3 +167,11 @@ def test_a_non_root_trainer_writes_its_own_folders_though_the_folders_above_them
     assert proc.wait(60) == 0, lines
     proc.reader.join(5)
     assert lines == ["1000"] and (output / "model.pt").read_text() == "x"
+
+
+def test_without_setpriv_a_container_with_a_security_context_is_refused_rather_than_run_as_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(security.shutil, "which", lambda name: None)
+    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "sh"}, SHELL, POD)
+    with pytest.raises(runtime.StartError, match="util-linux's setpriv, which is not on PATH"):
+        runtime.start(SHELL, {"name": "sh", "command": ["true"]}, {"PATH": "/usr/bin:/bin"}, {}, "p",
+                      tmp_path / "hosts", tmp_path / "w", tmp_path, None, print, identity=identity)
