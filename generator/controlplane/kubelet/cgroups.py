@@ -38,8 +38,8 @@ class Hierarchies:
     v2: Path | None
     memory: Path | None
     cpu: Path | None
-    memory_v2: bool = False
-    cpu_v2: bool = False
+    memory_unified: bool = False
+    cpu_unified: bool = False
 
     @classmethod
     def find(cls) -> Hierarchies:
@@ -88,7 +88,7 @@ class Container:
         if memory:
             if self.memory is None:
                 missing.append("resources.limits.memory (no writable memory cgroup on this machine)")
-            elif self.where.memory_v2:
+            elif self.where.memory_unified:
                 (self.memory / "memory.max").write_text(str(memory))
                 _try_write(self.memory / "memory.swap.max", "0")
             else:
@@ -98,7 +98,7 @@ class Container:
             quota = max(1000, cpu_millis * CFS_PERIOD_US // 1000)
             if self.cpu is None:
                 missing.append("resources.limits.cpu (no writable cpu cgroup on this machine)")
-            elif self.where.cpu_v2:
+            elif self.where.cpu_unified:
                 (self.cpu / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
             else:
                 (self.cpu / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
@@ -116,7 +116,7 @@ class Container:
     def oom_kills(self) -> int:
         if self.memory is None:
             return 0
-        name = "memory.events" if self.where.memory_v2 else "memory.oom_control"
+        name = "memory.events" if self.where.memory_unified else "memory.oom_control"
         try:
             for line in (self.memory / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
@@ -150,7 +150,7 @@ class Container:
 def _make(folder: Path, where: Hierarchies) -> None:
     """The folder and its parents; on v2, each parent hands the memory and cpu controllers down."""
     base = next(h for h in (where.v2, where.memory, where.cpu) if h is not None and h in folder.parents)
-    handed = [c for c, on in (("memory", where.memory_v2), ("cpu", where.cpu_v2)) if on] if base == where.v2 else []
+    handed = [c for c, on in (("memory", where.memory_unified), ("cpu", where.cpu_unified)) if on] if base == where.v2 else []
     current = base
     for part in folder.relative_to(base).parts:
         for controller in handed:
