@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ class Hidden:
 
 
 def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
-                 toolbox: Path | None, argv: list[str], hidden: Hidden | None = None,
+                 toolbox: Path | None, argv: list[str], hidden: Hidden | list[Hidden] | None = None,
                  identity: security.Identity | None = None) -> str:
     """A shell script that builds the container's view and execs its program: the pod's hostname
     (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
@@ -54,10 +55,12 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
     hides. With `identity`, the program starts through setpriv as that user, and a read-only root
     is remounted so."""
     q = shlex.quote
+    covers = _merged([hidden] if isinstance(hidden, Hidden) else hidden or [])
+    kept = [folder for cover in covers for folder in cover.keep]
     lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
-    if mounts is not None or hidden:
+    if mounts is not None or covers:
         lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
-    for j, folder in enumerate(hidden.keep if hidden else ()):
+    for j, folder in enumerate(kept):
         lines += [f"mkdir /var/run/pod/keep-{j}", f"mount --bind {q(str(folder))} /var/run/pod/keep-{j}"]
     if mounts is not None:
         mounts = list(mounts)
@@ -69,9 +72,10 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
             argv = ["/var/run/pod/exe", *argv[1:]]
         if toolbox:
             lines += [f"mkdir {TOOLBOX}", f"mount --bind {q(str(toolbox))} {TOOLBOX}"]
-    if hidden:  # every source is staged by now: the cluster's folder can go
-        lines.append(f"mount -t tmpfs -o mode=0755 cluster-hidden {q(str(hidden.root))}")
-        for j, folder in enumerate(hidden.keep):
+    if covers:  # every source is staged by now: the covered folders can go
+        for cover in covers:
+            lines.append(f"mount -t tmpfs -o mode=0755 hidden {q(str(cover.root))}")
+        for j, folder in enumerate(kept):
             lines += [f"mkdir -p {q(str(folder))}", f"mount --bind /var/run/pod/keep-{j} {q(str(folder))}"]
         lines.append('cd "$PWD"')  # the working folder as the container sees it, through its own mount
     if mounts is not None:
@@ -165,16 +169,21 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     if identity and not security.available():
         raise StartError("the container has a securityContext and this node applies it with util-linux's setpriv, "
                          "which is not on PATH; install util-linux (apt-get install util-linux)")
+    covers = [hidden] if hidden else []
     if identity and identity.uid != 0 and program.mode == programs.HOST:
-        unreadable = _unreachable(identity, [Path(ready.argv[0]), *(Path(p) for p in _code(ready.env))])
+        # The trainer image's python and code are this machine's: a folder above them that the
+        # container's user cannot pass (a 0700 home) is covered in its namespace, with them bound back.
+        wanted = [Path(sys.executable).resolve().parent, Path(sys.prefix), Path(sys.base_prefix).resolve(),
+                  *(Path(p).resolve() for p in _code(ready.env))]
+        covers += _reachable(identity, wanted)
+        unreadable = next((p for p in wanted if not _passable(identity, p)), None)
         if unreadable:
             raise StartError(f"{unreadable} cannot be read by uid {identity.uid}, the container's runAsUser, so the "
-                             "trainer cannot start as that user here; put the checkout and its virtual environment "
-                             "where every user can read them (folders 0755, e.g. not under a 0700 home), or run "
-                             "the pod as root (runAsUser: 0 and no runAsNonRoot)")
+                             "trainer cannot start as that user here; make that folder readable by every user "
+                             "(0755), or run the pod as root (runAsUser: 0 and no runAsNonRoot)")
     shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
-    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv, hidden,
+    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv, covers,
                           identity)
     try:
         return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=ready.cwd, preexec_fn=join)
@@ -186,26 +195,46 @@ def _code(env: dict[str, str]) -> list[str]:
     return [p for p in env.get("PYTHONPATH", "").split(":") if p]
 
 
-def _unreachable(identity: security.Identity, wanted: list[Path]) -> Path | None:
-    """The first folder on the way to one of `wanted` that the container's user cannot pass."""
-    return next((blocked for blocked in (_blocked(identity, p) for p in wanted) if blocked), None)
+def _reachable(identity: security.Identity, wanted: list[Path]) -> list[Hidden]:
+    """Covers for the folders above `wanted` that the container's user cannot pass, each with what
+    of `wanted` lies under it bound back."""
+    covers: dict[Path, list[Path]] = {}
+    for path in wanted:
+        blocked = _blocked(identity, path)
+        if blocked is not None and blocked != path:
+            covers.setdefault(blocked, []).append(path)
+    return [Hidden(top, tuple(keep)) for top, keep in covers.items()]
+
+
+def _merged(covers: list[Hidden]) -> list[Hidden]:
+    """One cover per folder, none inside another (the outer one takes the inner one's folders)."""
+    out: list[Hidden] = []
+    for cover in sorted(covers, key=lambda c: len(c.root.parts)):
+        outer = next((i for i, o in enumerate(out) if o.root == cover.root or o.root in cover.root.parents), None)
+        if outer is None:
+            out.append(cover)
+        else:
+            out[outer] = Hidden(out[outer].root, tuple(dict.fromkeys([*out[outer].keep, *cover.keep])))
+    return out
+
+
+def _passable(identity: security.Identity, folder: Path) -> bool:
+    try:
+        st = folder.stat()
+    except OSError:
+        return True  # nothing there to keep anyone out
+    if st.st_uid == identity.uid:
+        bit = 0o100
+    elif st.st_gid == identity.gid or st.st_gid in identity.groups:
+        bit = 0o010
+    else:
+        bit = 0o001
+    return not folder.is_dir() or bool(st.st_mode & bit)
 
 
 def _blocked(identity: security.Identity, path: Path) -> Path | None:
-    for part in [*reversed(path.parents), path]:
-        try:
-            st = part.stat()
-        except OSError:
-            return None
-        if st.st_uid == identity.uid:
-            bit = 0o100
-        elif st.st_gid == identity.gid or st.st_gid in identity.groups:
-            bit = 0o010
-        else:
-            bit = 0o001
-        if part.is_dir() and not st.st_mode & bit:
-            return part
-    return None
+    """The first folder from / down to `path` that the container's user cannot pass."""
+    return next((part for part in [*reversed(path.parents), path] if not _passable(identity, part)), None)
 
 
 def hidden(root: Path, keep: list[Path], identity: security.Identity | None) -> Hidden:

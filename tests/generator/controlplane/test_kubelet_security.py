@@ -141,8 +141,8 @@ def test_a_non_root_container_runs_as_its_user_without_capabilities_and_with_a_r
 @needs_tools
 def test_a_trainer_whose_python_its_user_cannot_reach_is_refused_with_the_reason(cluster, tmp_path):
     root, mine, _ = cluster
-    hidden = tmp_path / "home"  # /tmp's pytest folder is 0700: no other user passes it
-    hidden.mkdir()
+    hidden = tmp_path / "home"
+    hidden.mkdir(mode=0o700)  # the code's own folder: no other user may read it
     identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "pytorch"}, TRAINER, POD)
     with pytest.raises(runtime.StartError, match="cannot be read by uid 1000, the container's runAsUser"):
         runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-c", "pass"]},
@@ -175,3 +175,23 @@ def test_without_setpriv_a_container_with_a_security_context_is_refused_rather_t
     with pytest.raises(runtime.StartError, match="util-linux's setpriv, which is not on PATH"):
         runtime.start(SHELL, {"name": "sh", "command": ["true"]}, {"PATH": "/usr/bin:/bin"}, {}, "p",
                       tmp_path / "hosts", tmp_path / "w", tmp_path, None, print, identity=identity)
+
+
+@needs_tools
+def test_a_non_root_trainer_runs_code_that_lies_under_a_folder_it_cannot_pass(cluster):
+    root, mine, _ = cluster
+    home = root.parent / "home"
+    code = home / "me" / "checkout"
+    code.mkdir(parents=True)
+    home.chmod(0o700)  # a private home; the checkout itself is readable by all
+    # A child of the interpreter too, as torchrun starts its workers: exec'd by the user itself.
+    (code / "hello.py").write_text("import os, subprocess, sys\nprint('hello as', os.getuid(), flush=True)\n"
+                                   "subprocess.run([sys.executable, '-c', 'print(\"child ran\")'], check=True)\n")
+    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "pytorch"}, TRAINER, POD)
+    lines: list[str] = []
+    proc = runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-m", "hello"]},
+                         {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(code)}, {}, "mine", mine / "hosts", mine / "workdir",
+                         mine, None, lines.append, identity=identity, hidden=runtime.hidden(root, [mine], identity))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert lines == ["hello as 1000", "child ran"]
