@@ -5,6 +5,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHARTS = ROOT / "charts"
 JOB_CHART = CHARTS / "pytorchjob"
 OPERATOR_CHART = CHARTS / "pytorch-operator"
+TRAINER_DOCKERFILE = ROOT / "trainer" / "Dockerfile"
 SCHEMA = JOB_CHART / "values.schema.json"  # the top-level values.schema.json is a link to it
 
 

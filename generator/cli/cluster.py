@@ -53,7 +53,17 @@ def command() -> None:
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @dir_option
 def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, directory) -> None:
-    """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`."""
+    """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
+
+    \b
+    Protected from other users of this machine: the cluster's folder (0700: CA and keys,
+    kubeconfigs, tokens, etcd's data, volumes); etcd (mutual TLS, the API server alone); the API
+    server and the kubelet (TLS, no anonymous requests). Pods run as their securityContext says
+    (user, groups, capabilities, read-only root), each in its own cgroup with its memory and CPU
+    limits, and see only their own pod's folder.
+    \b
+    Not protected: a pod without a securityContext runs as root on this machine, so whoever can
+    create pods (the admin kubeconfig) is root here; keep the kubeconfig to yourself."""
     from generator.controlplane import lifecycle
     from generator.controlplane.state import NodeOptions
 

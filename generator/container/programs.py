@@ -41,6 +41,7 @@ class Program:
     what: str = ""
     code: Path | None = None  # a user image's folder (REPO=DIR[:PATH]): what the image holds at code_path
     code_path: str | None = None  # None: the container's workingDir, else CODE_PATH
+    user: tuple[int, int] = (0, 0)  # the image's USER (uid, gid): who it runs as where runAsUser is not set
 
     def env(self) -> dict[str, str]:
         """The image's own ENV."""
@@ -76,6 +77,18 @@ def repository(image: str) -> str:
     return name
 
 
+def image_user(dockerfile: Path) -> tuple[int, int]:
+    """The last numeric `USER uid[:gid]` of a Dockerfile; root without one."""
+    user = (0, 0)
+    for line in dockerfile.read_text().splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].upper() == "USER":
+            uid, _, gid = words[1].partition(":")
+            if uid.isdigit() and (not gid or gid.isdigit()):
+                user = (int(uid), int(gid or 0))
+    return user
+
+
 def _chart_image(chart: Path) -> dict:
     return yaml.safe_load((chart / "values.yaml").read_text())
 
@@ -90,7 +103,8 @@ def known(binaries: Mapping[str, Path] | None = None) -> dict[str, Program]:
     init = repository(operator_values["pytorchInitContainerImage"])
     helm_test = repository(operator_values["helmTest"]["image"])
     programs = [
-        Program("trainer", trainer, HOST, ENTRYPOINT, what=f"python -m trainer from {paths.ROOT}"),
+        Program("trainer", trainer, HOST, ENTRYPOINT, what=f"python -m trainer from {paths.ROOT}",
+                user=image_user(paths.TRAINER_DOCKERFILE)),
         Program("operator", operator, PRIVATE, ("/manager",), what="the operator built into the cache"),
         Program("init", init, SHELL, ("sh",), what="this machine's sh"),
         Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),

@@ -38,14 +38,22 @@ def certificates(sup: Supervisor) -> None:
         kubelet.node_name(), sup.node.with_images(_operator_images(sup.operator_values or {})))
     ca = pki.Authority(sup.layout.pki)
     for cert in components.certificates(sup.config):
-        ca.issue(cert.stem, cert.cn, org=cert.org, server=cert.server, ips=list(cert.ips))
+        ca.issue(cert.stem, cert.cn, org=cert.org, server=cert.server, ips=list(cert.ips), also_client=cert.also_client)
     pki.service_account_key(sup.layout.pki)
 
 
 def etcd(sup: Supervisor) -> None:
-    child = sup.start(components.etcd(sup.config))
-    url = f"{sup.config.etcd_url}/health"
-    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60, "etcd to be healthy", child)
+    cfg = sup.config
+    child = sup.start(components.etcd(cfg))
+    context = _client_context(cfg, components.ETCD_CLIENT)
+    processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.etcd_url}/health", context=context, timeout=2).status == 200,
+                         60, "etcd to be healthy", child)
+
+
+def _client_context(cfg: components.ControlPlane, stem: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(cfg.ca))
+    context.load_cert_chain(*(str(p) for p in cfg.cert(stem)))
+    return context
 
 
 def kube_apiserver(sup: Supervisor) -> None:
@@ -53,9 +61,7 @@ def kube_apiserver(sup: Supervisor) -> None:
     child = sup.start(components.kube_apiserver(cfg))
     sup.save(server=cfg.server, kubeconfig=str(cfg.layout.kubeconfig))
     components.write_files(components.Component("admin", [], files=components.admin_kubeconfig(cfg)))
-    admin_cert, admin_key = cfg.cert("admin")
-    context = ssl.create_default_context(cafile=str(cfg.ca))
-    context.load_cert_chain(str(admin_cert), str(admin_key))
+    context = _client_context(cfg, "admin")
     processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.server}/readyz", context=context, timeout=5).status == 200,
                          180, "kube-apiserver to be ready", child)
 

@@ -1,6 +1,6 @@
 """The control plane's binaries, built once per machine from Go modules: etcd (embed),
 kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes release (this
-folder's go/ module), kubectl of the same release for the user, training-operator v1.9.4 and the
+folder's go/ module, etcd built alone), kubectl of the same release for the user, training-operator v1.9.4 and the
 helm CLI, each from its own module.
 
 Each group of binaries lives in the user's cache under a folder named for a hash of what it is
@@ -57,14 +57,26 @@ def _ldflags() -> str:
                     for k, v in values.items())
 
 
+ETCD_MAIN = GO_MODULE / "cmd" / "etcd" / "main.go"
+
+
+def _module() -> list[str]:
+    return [(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text()]
+
+
 def _kube_stamp() -> str:
-    return "\n".join([(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text(),
-                      (GO_MODULE / "cmd" / "etcd" / "main.go").read_text(), _ldflags()])
+    return "\n".join([*_module(), _ldflags()])
 
 
-# Each group of binaries with what it is built from; a change builds that group alone, into a new folder.
+def _etcd_stamp() -> str:
+    return "\n".join([*_module(), ETCD_MAIN.read_text()])
+
+
+# Each group of binaries with what it is built from; a change builds that group alone, into a new folder
+# (etcd's own main.go changes without relinking Kubernetes).
 GROUPS = {
-    "kubernetes": (["etcd", *KUBE_COMMANDS], _kube_stamp),
+    "etcd": (["etcd"], _etcd_stamp),
+    "kubernetes": (KUBE_COMMANDS, _kube_stamp),
     "operator": ([OPERATOR_BINARY], lambda: f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"),
     "helm": ([HELM_BINARY], lambda: f"{HELM_PACKAGE}@{HELM_VERSION}"),
 }
@@ -116,11 +128,14 @@ def _build(group: str, folder: Path, say) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         if group == "kubernetes":
-            say(f"building etcd and {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes into {folder} (once per "
+            say(f"building {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes into {folder} (once per "
                 "machine; 10-20 minutes on 2 cores)")
-            _go([go, "build", "-ldflags", _ldflags(), "-o", str(staging) + "/", "./cmd/etcd",
+            _go([go, "build", "-ldflags", _ldflags(), "-o", str(staging) + "/",
                  *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE,
                 {**os.environ, "GOFLAGS": "-mod=mod"})
+        elif group == "etcd":
+            say(f"building etcd from go.etcd.io/etcd/server/v3 (embed) into {folder}")
+            _go([go, "build", "-o", str(staging) + "/", "./cmd/etcd"], GO_MODULE, {**os.environ, "GOFLAGS": "-mod=mod"})
         else:
             # The operator and helm each build in their own module, with the dependencies they release with.
             package = GROUPS[group][1]()

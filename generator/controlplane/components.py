@@ -49,7 +49,7 @@ class ControlPlane:
 
     @property
     def etcd_url(self) -> str:
-        return f"http://127.0.0.1:{self.ports.etcd}"
+        return f"https://127.0.0.1:{self.ports.etcd}"
 
     def cert(self, stem: str) -> tuple[Path, Path]:
         return pki.files(self.layout.pki, stem)
@@ -66,6 +66,7 @@ class Certificate:
     org: str | None = None
     server: bool = False
     ips: tuple[str, ...] = tuple(pki.API_IPS)
+    also_client: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ def serving_stem(cfg: ControlPlane) -> str:
 
 
 APISERVER_KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server as the kubelet's client; nobody else
+ETCD_SERVER, ETCD_CLIENT = "etcd-server", "apiserver-etcd-client"  # etcd answers the holder of the client's key alone
 
 
 def certificates(cfg: ControlPlane) -> list[Certificate]:
@@ -91,6 +93,8 @@ def certificates(cfg: ControlPlane) -> list[Certificate]:
         Certificate("apiserver-kubelet-client", APISERVER_KUBELET_CLIENT, org="system:masters"),
         Certificate(f"kubelet-{cfg.node_name}", NODE_USER.format(cfg.node_name), org=NODE_GROUP),
         *(Certificate(name, user) for name, user in CLIENTS.items()),
+        Certificate(ETCD_SERVER, "etcd", server=True, ips=("127.0.0.1",), also_client=True),
+        Certificate(ETCD_CLIENT, "kube-apiserver-etcd-client"),
     ]
 
 
@@ -116,20 +120,25 @@ def _client_kubeconfig(cfg: ControlPlane, name: str, stem: str) -> tuple[Path, d
 
 
 def etcd(cfg: ControlPlane) -> Component:
-    # Loopback only: the API server is its one client, and no one else on the machine can read it.
+    # Loopback and mutual TLS: any user of the machine reaches loopback, so etcd answers only a
+    # client whose certificate the cluster's CA signed, and only the API server holds that key.
+    cert, key = cfg.cert(ETCD_SERVER)
     return Component("etcd", [str(build.binary("etcd")), f"--data-dir={cfg.layout.etcd_data}",
                               f"--listen-client-url={cfg.etcd_url}",
-                              f"--listen-peer-url=http://127.0.0.1:{cfg.ports.etcd_peer}"])
+                              f"--listen-peer-url=https://127.0.0.1:{cfg.ports.etcd_peer}",
+                              f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={cfg.ca}"])
 
 
 def kube_apiserver(cfg: ControlPlane) -> Component:
     serving_cert, serving_key = cfg.cert(serving_stem(cfg))
     kubelet_cert, kubelet_key = cfg.cert("apiserver-kubelet-client")
     sa_private, sa_public = pki.service_account_files(cfg.layout.pki)
+    etcd_cert, etcd_key = cfg.cert(ETCD_CLIENT)
     admission = cfg.layout.root / "admission.yaml"
     return Component("kube-apiserver", [
         str(build.binary("kube-apiserver")),
-        f"--etcd-servers={cfg.etcd_url}",
+        f"--etcd-servers={cfg.etcd_url}", f"--etcd-cafile={cfg.ca}",
+        f"--etcd-certfile={etcd_cert}", f"--etcd-keyfile={etcd_key}",
         f"--bind-address={cfg.address}", f"--secure-port={cfg.ports.apiserver}", f"--advertise-address={cfg.address}",
         f"--tls-cert-file={serving_cert}", f"--tls-private-key-file={serving_key}",
         f"--client-ca-file={cfg.ca}",

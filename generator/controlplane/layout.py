@@ -21,6 +21,13 @@ def default_dir() -> Path:
 class Layout:
     root: Path
 
+    def create(self) -> None:
+        """The cluster's folder, 0700: its keys, tokens, etcd data, kubeconfigs and the pods'
+        volumes are nobody else's on this machine. Containers reach their own pod's folders through
+        mounts of their own (kubelet.runtime.Hidden), never through this folder's mode."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root.chmod(0o700)
+
     @property
     def pki(self) -> Path:
         return self.root / "pki"

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from generator.controlplane import build, network, processes, state
+from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
 from generator.errors import UserError
@@ -95,6 +96,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     reused = _old_ca(layout)
     if reused:
         say(reused)
+    layout.create()
     layout.logs.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
@@ -261,6 +263,8 @@ def _kill_strays(layout: Layout, warn=_warn) -> list[str]:
     stopped: list[str] = []
     for stray in strays(layout.root):  # a pod's process whose kubelet died before it
         _killed(f"pid {stray} (left behind", _kill(stray), stopped, warn)
+    # A pod's process that dropped the marker from its env or left its session is still in its cgroup.
+    stopped += [f"pid {pid} (a pod's, left behind, killed)" for pid in cgroups.kill_cluster(layout.root)]
     return stopped
 
 

@@ -92,14 +92,17 @@ class Authority:
         return lasting(cert) and cert.issuer == self.cert.subject and _signed_by(cert, self.cert)
 
     def issue(self, stem: str, cn: str, org: str | None = None, server: bool = False,
-              names: list[str] = API_NAMES, ips: list[str] = API_IPS) -> tuple[Path, Path]:
+              names: list[str] = API_NAMES, ips: list[str] = API_IPS, also_client: bool = False) -> tuple[Path, Path]:
         """(certificate, key) files named <stem>.crt and <stem>.key; kept when they already exist.
-        A server certificate is for `names` and `ips` (the API server's unless told)."""
+        A server certificate is for `names` and `ips` (the API server's unless told); `also_client`:
+        it is presented as a client too (etcd's gateway dials its own TLS port with it)."""
         crt, key_path = files(self.folder, stem)
         if crt.exists() and key_path.exists() and self.signed(x509.load_pem_x509_certificate(crt.read_bytes())):
             return crt, key_path
         key = ec.generate_private_key(ec.SECP256R1())
         usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        if server and also_client:
+            usage.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (_builder(_name(cn, org), self.cert.subject, key.public_key())
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                    .add_extension(x509.ExtendedKeyUsage(usage), critical=False))

@@ -55,7 +55,9 @@ class Provisioner(threading.Thread):
             if claim.status.phase != "Pending" or claim.spec.storage_class_name != CLASS or claim.spec.volume_name:
                 continue
             body = volume_for(claim, self.folder)
-            (self.folder / body["metadata"]["name"]).mkdir(parents=True, exist_ok=True)
+            folder = self.folder / body["metadata"]["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o777)  # as local-path provisioners make it: the pod's user writes, whoever it is
             try:
                 core.create_persistent_volume(body)
             except client.ApiException as exc:

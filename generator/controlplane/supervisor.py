@@ -55,7 +55,7 @@ class Supervisor:
     # --- the control plane -------------------------------------------------------------------
     def run(self) -> int:
         self.state.pid = os.getpid()
-        self.layout.root.mkdir(parents=True, exist_ok=True)
+        self.layout.create()
         self.save()
         try:
             self._bring_up()

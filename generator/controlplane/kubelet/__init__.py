@@ -27,7 +27,7 @@ from pathlib import Path
 
 from generator.container import ports, programs
 from generator.controlplane import network, pki
-from generator.controlplane.kubelet import logs, node
+from generator.controlplane.kubelet import cgroups, logs, node
 from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now, transient
 from generator.controlplane.layout import MARKER, Layout
 from generator.controlplane.state import NodeOptions
@@ -65,6 +65,7 @@ class Kubelet:
         self.aliases = aliases or {}
         self.root = layout.root / "kubelet"
         self.toolbox = self.root / "toolbox"
+        self.cgroups, self.cgroup_cluster = cgroups.Hierarchies.find(), cgroups.cluster_name(layout.root)
         configuration = client.Configuration()
         config.load_kube_config(config_file=str(layout.component_kubeconfig("kubelet")), client_configuration=configuration)
         self.api = client.ApiClient(configuration)

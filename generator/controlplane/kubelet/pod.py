@@ -4,6 +4,7 @@ the pod's status written back to the API server after every change."""
 from __future__ import annotations
 
 import datetime
+import os
 import signal
 import socket
 import subprocess
@@ -17,12 +18,13 @@ from generator.container import programs
 from generator.container.env import ConfigError, Sources, container_env
 from generator.container.process import BACKOFF_START, Process, backoff
 from generator.controlplane import network
-from generator.controlplane.kubelet import runtime
+from generator.controlplane.kubelet import cgroups, runtime, security
 from generator.controlplane.kubelet.volumes import MountError, Volumes
 
 REFRESH_SECONDS = 2.0  # Secret, ConfigMap and token volumes follow the API this often
 DEFAULT_GRACE = 30
 NODE_ERROR = "NodeError"  # the pod's reason when this node failed on a bug running it
+UNHONOURED = "SecurityContextNotApplied"  # the event naming what of a container's securityContext or limits is not applied
 SHUTDOWN_GRACE = 5.0  # each container's grace when the node itself stops
 
 
@@ -68,6 +70,8 @@ class Container:
     liveness: Probe | None = None
     killed_for: str = ""
     log: object = None
+    cgroup: cgroups.Container | None = None
+    identity: security.Identity | None = None  # who its current run runs as (exec probes run so too)
 
     @property
     def name(self) -> str:
@@ -264,6 +268,8 @@ class PodWorker(threading.Thread):
 
     def _exited(self, c: Container, code: int) -> None:
         c.proc.reap()
+        if c.cgroup:
+            c.cgroup.kill()  # what left its process group (setsid, a double fork) goes with it
         ran = self.clock() - c.since
         self._terminated(c, code)
         policy = self.restart_policy
@@ -324,6 +330,19 @@ class PodWorker(threading.Thread):
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
             c.next_start = self.clock() + REFRESH_SECONDS
             return
+        try:
+            identity = security.identity(self.pod["spec"], c.spec, program, f"{self.pod_name}_{self.namespace}({self.uid})")
+        except security.NonRootError as exc:
+            c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
+            c.next_start = self.clock() + REFRESH_SECONDS
+            return
+        c.identity = identity
+        ignored = security.unhonoured(self.pod["spec"], c.spec)
+        missing = self._sandbox_container(c, identity)
+        if ignored or missing:
+            self.kubelet.event(self.pod, "Warning", UNHONOURED, f"container {c.name}: this process node does not apply "
+                               f"{', '.join(ignored + missing)}; the rest of its securityContext and limits apply")
         if restarting:
             c.restarts += 1
             c.last = c.state if "terminated" in c.state else c.last
@@ -336,7 +355,8 @@ class PodWorker(threading.Thread):
 
         try:
             c.proc = runtime.start(program, c.spec, env, self.volumes.paths, self.hostname, self.kubelet.hosts_file(self),
-                                   self.workdir, self.kubelet.toolbox, self.netns, line, given)
+                                   self.workdir, self.kubelet.toolbox, self.netns, line, given, identity,
+                                   self._hidden(identity), c.cgroup.join if c.cgroup else None)
         except runtime.StartError as exc:
             log.close()
             c.state = {"waiting": {"reason": "RunContainerError", "message": str(exc)}}
@@ -351,6 +371,31 @@ class PodWorker(threading.Thread):
                 probe.ok, probe.successes, probe.failures = False, 0, 0
         self.kubelet.event(self.pod, "Normal", "Created", f"Created container: {c.name}")
         self.kubelet.event(self.pod, "Normal", "Started", f"Started container {c.name}")
+
+    def _sandbox_container(self, c: Container, identity: security.Identity | None) -> list[str]:
+        """The container's cgroups with its limits (anything its last run left there killed), and its
+        own folders owned by its user; what of its limits this machine cannot apply."""
+        from kubernetes.utils import parse_quantity
+
+        if c.cgroup is None:
+            c.cgroup = cgroups.Container(self.kubelet.cgroups, self.kubelet.cgroup_cluster, self.uid, c.name)
+        c.cgroup.kill()
+        limits = (c.spec.get("resources") or {}).get("limits") or {}
+        memory = int(parse_quantity(limits["memory"])) if limits.get("memory") else None
+        cpu = int(parse_quantity(limits["cpu"]) * 1000) if limits.get("cpu") else None
+        missing = c.cgroup.create(memory, cpu)
+        if identity is not None and identity.uid != 0:
+            # The container's own disk (its home, working folder and default output) is its user's.
+            for folder in (self.folder / "home", self.workdir, self.folder / "output"):
+                folder.mkdir(parents=True, exist_ok=True)
+                os.chown(folder, identity.uid, identity.gid)
+        return missing
+
+    def _hidden(self, identity: security.Identity | None) -> runtime.Hidden:
+        """Inside the container, the cluster's folder holds only this pod's folder and its volumes."""
+        root = self.kubelet.layout.root
+        outside = [p for p in self.volumes.paths.values() if self.folder not in [p, *p.parents]]
+        return runtime.hidden(root, [self.folder, *(p for p in outside if root in p.parents)], identity)
 
     # --- probes ----------------------------------------------------------------------------
     def _probe(self, c: Container) -> None:
@@ -395,7 +440,8 @@ class PodWorker(threading.Thread):
                 # and folder, not this machine's view or the env of whoever started the cluster.
                 if c.proc is None or c.proc.poll() is not None:
                     return False, "the container is not running"
-                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--",
+                user = c.identity.argv() if c.identity else []
+                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--", *user,
                                        *spec["exec"]["command"]], env=c.proc.env, cwd=c.proc.cwd, capture_output=True,
                                       text=True, timeout=timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
@@ -429,11 +475,18 @@ class PodWorker(threading.Thread):
         for c in running:
             c.proc.stop(max(0.0, end - time.monotonic()))
         for c in self.containers():
+            if c.cgroup:
+                c.cgroup.kill()
+        for c in self.containers():
             if c.running:
                 self._terminated(c, c.proc.poll())
                 c.done = True
 
     def _remove_sandbox(self) -> None:
+        for c in self.containers():
+            if c.cgroup and not c.running:
+                c.cgroup.kill()
+                c.cgroup.remove()
         if self.netns is not None:
             self.kubelet.network.remove_sandbox(self.uid)
             self.kubelet.addresses.give_back(self.uid)
@@ -443,7 +496,10 @@ class PodWorker(threading.Thread):
         """The container's terminated state, as the kubelet reports an exit; its log file closed."""
         if c.log:
             c.log.close()
-        c.state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+        reason = "Completed" if code == 0 else "Error"
+        if code != 0 and c.cgroup and c.cgroup.oom_killed():
+            reason = "OOMKilled"  # the kernel killed it at its memory limit
+        c.state = {"terminated": {"exitCode": code, "reason": reason,
                                   "startedAt": c.state["running"]["startedAt"], "finishedAt": now(),
                                   "containerID": f"process://{c.proc.pid}"}}
         if code >= 128:

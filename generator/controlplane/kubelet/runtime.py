@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from generator.container import programs
 from generator.container.command import NoCommand, command_line, on_host
 from generator.container.process import Process
+from generator.controlplane.kubelet import security
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
@@ -34,25 +36,40 @@ def _unshare() -> list[str]:
 TOOLBOX = "/var/run/pod/bin"  # where a shell image finds the kubelet's nslookup
 
 
+@dataclass(frozen=True)
+class Hidden:
+    """The cluster's folder hidden inside the container (an empty tmpfs over it) but for `keep`,
+    the pod's own folders bound back at their paths: a container sees no other pod's token and
+    none of the cluster's keys, and a non-root user reaches its own folders although the
+    cluster's folder is 0700 on the host."""
+    root: Path
+    keep: tuple[Path, ...]
+
+
 def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
                  toolbox: Path | None, argv: list[str], code: tuple[str, Path] | None = None,
-                 cwd: Path | None = None) -> str:
+                 cwd: Path | None = None, hidden: Hidden | list[Hidden] | None = None,
+                 identity: security.Identity | None = None) -> str:
     """A shell script that builds the container's view and execs its program: the pod's hostname
     (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
-    only /etc/hosts changes (and `code`, (PATH, DIR), is mounted read-only at PATH, then the
-    script enters `cwd` anew, which may lie in it); otherwise /tmp and /var/run are the
-    container's own (fresh tmpfs) and each volume is mounted at its mountPath. Sources pass
-    through a staging tmpfs first because a source may itself live under /tmp, which a tmpfs then
-    hides."""
+    only /etc/hosts changes (and the cluster's folder, with `hidden`; `code`, (PATH, DIR), is
+    mounted read-only at PATH, and the program starts in `cwd`, which may lie in it); otherwise
+    /tmp and /var/run are the container's own (fresh tmpfs) and each volume is mounted at its
+    mountPath. Sources pass through a staging tmpfs first because a source may itself live under
+    /tmp, which a tmpfs then hides. With `identity`, the program starts through setpriv as that
+    user, and a read-only root is remounted so."""
     q = shlex.quote
+    covers = _merged([hidden] if isinstance(hidden, Hidden) else hidden or [])
+    kept = [folder for cover in covers for folder in cover.keep]
     lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
     if code:
         lines += [f"mount --bind {q(str(code[1]))} {q(code[0])}", f"mount -o remount,bind,ro {q(code[0])}"]
-        if cwd:
-            lines.append(f"cd {q(str(cwd))}")
+    if mounts is not None or covers:
+        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
+    for j, folder in enumerate(kept):
+        lines += [f"mkdir /var/run/pod/keep-{j}", f"mount --bind {q(str(folder))} /var/run/pod/keep-{j}"]
     if mounts is not None:
         mounts = list(mounts)
-        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
         for i, (source, _, _) in enumerate(mounts):
             make = f"mkdir /var/run/pod/{i}" if source.is_dir() else f": > /var/run/pod/{i}"
             lines += [make, f"mount --bind {q(str(source))} /var/run/pod/{i}"]
@@ -61,6 +78,13 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
             argv = ["/var/run/pod/exe", *argv[1:]]
         if toolbox:
             lines += [f"mkdir {TOOLBOX}", f"mount --bind {q(str(toolbox))} {TOOLBOX}"]
+    if covers:  # every source is staged by now: the covered folders can go
+        for cover in covers:
+            lines.append(f"mount -t tmpfs -o mode=0755 hidden {q(str(cover.root))}")
+        for j, folder in enumerate(kept):
+            lines += [f"mkdir -p {q(str(folder))}", f"mount --bind /var/run/pod/keep-{j} {q(str(folder))}"]
+        lines.append('cd "$PWD"')  # the working folder as the container sees it, through its own mount
+    if mounts is not None:
         if not any(target == "/tmp" for _, target, _ in mounts):
             lines.append("mount -t tmpfs pod-tmp /tmp")
         order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
@@ -70,7 +94,18 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
             lines.append(f"mount --bind /var/run/pod/{i} {q(target)}")
             if read_only:
                 lines.append(f"mount -o remount,bind,ro {q(target)}")
-    lines.append("exec " + shlex.join(argv))
+    if identity and identity.read_only_root:
+        # Writable stay the volumes and the pod's own folders (separate mounts); / and the
+        # container's own /tmp and /var/run become read-only, as an image's root would.
+        lines.append("mount -o remount,bind,ro /")
+        if mounts is not None:
+            if not any(target == "/tmp" for _, target, _ in mounts):
+                lines.append("mount -o remount,ro /tmp")
+            lines.append("mount -o remount,ro /var/run")
+    if cwd:
+        lines.append(f"cd {q(str(cwd))}")  # a folder in the code's mount exists only now
+    prefix = identity.argv() if identity else []
+    lines.append("exec " + shlex.join([*prefix, *argv]))
     return "\n".join(lines)
 
 
@@ -149,9 +184,12 @@ def _mount_point(path: str) -> None:
 
 def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,
           hosts: Path, workdir: Path, toolbox: Path, netns: Path | None, on_line: Callable[[str], None],
-          given: dict[str, str] | None = None) -> Process:
+          given: dict[str, str] | None = None, identity: security.Identity | None = None, hidden: Hidden | None = None,
+          join: Callable[[], None] | None = None) -> Process:
     """The container's process, in the pod's network namespace `netns` (None: this machine's);
-    `given`: what of `env` the node set rather than the pod."""
+    `given`: what of `env` the node set rather than the pod; `identity`: the user and privileges
+    its securityContext asks for; `hidden`: what of the cluster's folder it must not see; `join`:
+    run in the child before exec (its cgroups)."""
     ready = prepare(program, container, env, volumes, workdir, given)
     # A folder in the code mount exists only once the mount is made: start in the pod's and enter it there.
     inside = ready.code is not None and ready.cwd.is_relative_to(ready.code[0])
@@ -159,11 +197,84 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
         _mount_point(ready.code[0])
     launch = workdir if inside else ready.cwd
     launch.mkdir(parents=True, exist_ok=True)
+    if identity and not security.available():
+        raise StartError("the container has a securityContext and this node applies it with util-linux's setpriv, "
+                         "which is not on PATH; install util-linux (apt-get install util-linux)")
+    covers = [hidden] if hidden else []
+    if identity and identity.uid != 0 and program.mode == programs.HOST:
+        # The trainer image's python and code are this machine's: a folder above them that the
+        # container's user cannot pass (a 0700 home) is covered in its namespace, with them bound back.
+        wanted = [Path(sys.executable).resolve().parent, Path(sys.prefix), Path(sys.base_prefix).resolve(),
+                  *(Path(p).resolve() for p in _code(ready.env))]
+        covers += _reachable(identity, wanted)
+        unreadable = next((p for p in wanted if not _passable(identity, p)), None)
+        if unreadable:
+            raise StartError(f"{unreadable} cannot be read by uid {identity.uid}, the container's runAsUser, so the "
+                             "trainer cannot start as that user here; make that folder readable by every user "
+                             "(0755), or run the pod as root (runAsUser: 0 and no runAsNonRoot)")
     shell = program.mode == programs.SHELL
     joined = ["nsenter", f"--net={netns}"] if netns else []
     script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv,
-                          ready.code, ready.cwd if inside else None)
+                          code=ready.code, cwd=ready.cwd if inside else None, hidden=covers, identity=identity)
     try:
-        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=launch)
+        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=launch, preexec_fn=join)
     except OSError as exc:
         raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc
+
+
+def _code(env: dict[str, str]) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(":") if p]
+
+
+def _reachable(identity: security.Identity, wanted: list[Path]) -> list[Hidden]:
+    """Covers for the folders above `wanted` that the container's user cannot pass, each with what
+    of `wanted` lies under it bound back."""
+    covers: dict[Path, list[Path]] = {}
+    for path in wanted:
+        blocked = _blocked(identity, path)
+        if blocked is not None and blocked != path:
+            covers.setdefault(blocked, []).append(path)
+    return [Hidden(top, tuple(keep)) for top, keep in covers.items()]
+
+
+def _merged(covers: list[Hidden]) -> list[Hidden]:
+    """One cover per folder, none inside another (the outer one takes the inner one's folders)."""
+    out: list[Hidden] = []
+    for cover in sorted(covers, key=lambda c: len(c.root.parts)):
+        outer = next((i for i, o in enumerate(out) if o.root == cover.root or o.root in cover.root.parents), None)
+        if outer is None:
+            out.append(cover)
+        else:
+            out[outer] = Hidden(out[outer].root, tuple(dict.fromkeys([*out[outer].keep, *cover.keep])))
+    return out
+
+
+def _passable(identity: security.Identity, folder: Path) -> bool:
+    try:
+        st = folder.stat()
+    except OSError:
+        return True  # nothing there to keep anyone out
+    if st.st_uid == identity.uid:
+        bit = 0o100
+    elif st.st_gid == identity.gid or st.st_gid in identity.groups:
+        bit = 0o010
+    else:
+        bit = 0o001
+    return not folder.is_dir() or bool(st.st_mode & bit)
+
+
+def _blocked(identity: security.Identity, path: Path) -> Path | None:
+    """The first folder from / down to `path` that the container's user cannot pass."""
+    return next((part for part in [*reversed(path.parents), path] if not _passable(identity, part)), None)
+
+
+def hidden(root: Path, keep: list[Path], identity: security.Identity | None) -> Hidden:
+    """What a container sees of the cluster's folder `root`: only `keep`. For a user other than
+    root the cover goes on the first folder above `root` it could not pass, if any (a checkout
+    under a 0700 home, pytest's 0700 folder), so its own folders are reachable by their paths."""
+    top = root
+    if identity is not None and identity.uid != 0:
+        blocked = _blocked(identity, root)
+        if blocked is not None and blocked != root:
+            top = blocked
+    return Hidden(top, tuple(dict.fromkeys(keep)))

@@ -18,10 +18,14 @@ class MountError(Exception):
     """Reads like the kubelet's FailedMount event."""
 
 
-def _write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
+def _write(folder: Path, files: dict[str, tuple[bytes, int]], group: int | None = None) -> None:
     """Files replaced one by one with a rename, so a reader sees an old or a new file, never half of
-    one; each born with its final mode, and never written through a link a pod left in the folder."""
+    one; each born with its final mode, and never written through a link a pod left in the folder.
+    With `group` (the pod's fsGroup) files belong to it and its members may read them, as a kubelet
+    sets a read-only volume's ownership."""
     folder.mkdir(parents=True, exist_ok=True)
+    if group is not None:
+        _own(folder, group, 0o2550)
     root = folder.resolve()
     for rel, (data, mode) in files.items():
         target = folder / rel
@@ -30,12 +34,18 @@ def _write(folder: Path, files: dict[str, tuple[bytes, int]]) -> None:
         if parent != root and root not in parent.parents:
             raise MountError(f'"{rel}" leads out of the volume\'s folder; a key\'s path must stay inside it')
         target = parent / target.name
+        if group is not None:
+            mode |= 0o440
+            if target.parent != folder:
+                _own(target.parent, group, 0o2550)
         if not target.is_symlink() and target.is_file() and target.read_bytes() == data:
             continue
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.unlink(missing_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         with os.fdopen(fd, "wb") as out:
+            if group is not None:
+                os.fchown(fd, -1, group)
             os.fchmod(fd, mode)  # the umask narrows the mode open() was given
             out.write(data)
         os.replace(tmp, target)  # replaces a link itself, never what it points to
@@ -48,6 +58,11 @@ class Volumes:
         self.namespace = pod["metadata"].get("namespace", "default")
         self.paths: dict[str, Path] = {}
         self.token_due: dict[str, float] = {}
+
+    @property
+    def fs_group(self) -> int | None:
+        group = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+        return None if group is None else int(group)
 
     def setup(self) -> dict[str, Path]:
         """volume name -> folder; MountError names what is missing, and the caller tries again."""
@@ -71,9 +86,15 @@ class Volumes:
         own = self.folder / "volumes" / volume["name"]
         if kind == "emptyDir":
             own.mkdir(parents=True, exist_ok=True)
+            own.chmod(0o777)  # as a kubelet makes it: any user of the pod writes there
+            if self.fs_group is not None:
+                _own(own, self.fs_group, 0o2777)
             return own
         if kind == "persistentVolumeClaim":
-            return self._claim(volume["persistentVolumeClaim"]["claimName"])
+            path = self._claim(volume["persistentVolumeClaim"]["claimName"])
+            if self.fs_group is not None:
+                _own_tree(path, self.fs_group)
+            return path
         if kind == "hostPath":
             path = self._host_folder(volume["hostPath"]["path"], f'hostPath volume "{volume["name"]}"')
             if volume["hostPath"].get("type") in ("DirectoryOrCreate",):
@@ -126,7 +147,7 @@ class Volumes:
                 files.update(self._source(volume["name"], source, default_mode))
         else:
             files.update(self._source(volume["name"], {kind: spec}, default_mode))
-        _write(folder, files)
+        _write(folder, files, self.fs_group)
 
     def _source(self, volume: str, source: dict, default_mode: int) -> dict[str, tuple[bytes, int]]:
         if "serviceAccountToken" in source:
@@ -188,6 +209,20 @@ class Volumes:
     def remove(self) -> None:
         """The pod's own folders go with it; claims and host paths stay."""
         shutil.rmtree(self.folder / "volumes", ignore_errors=True)
+
+
+def _own(path: Path, group: int, bits: int) -> None:
+    os.chown(path, -1, group, follow_symlinks=False)
+    os.chmod(path, path.stat().st_mode & 0o777 | bits)
+
+
+def _own_tree(root: Path, group: int) -> None:
+    """fsGroup on a writable volume, as a kubelet applies it: everything belongs to the group,
+    which may read and write it; folders pass the group on to what is made in them."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        _own(path, group, 0o2770 if path.is_dir() else 0o660)
 
 
 def _kind(volume: dict) -> str:

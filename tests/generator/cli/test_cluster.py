@@ -155,3 +155,30 @@ def test_up_says_when_it_reuses_an_earlier_clusters_ca(tmp_path):
     said = lifecycle._old_ca(layout)  # noqa: SLF001
     assert said.startswith("reusing the cluster's CA of 20") and f"and the keys in {layout.pki}" in said
     assert f"`python -m generator cluster down --purge --dir {layout.root}` removes them" in said
+
+
+def test_down_kills_a_pods_process_that_left_its_session_and_dropped_the_marker(tmp_path):
+    import os
+    import subprocess
+
+    from generator.controlplane.kubelet import cgroups
+
+    where = cgroups.Hierarchies.find()
+    if os.geteuid() != 0 or where.v2 is None:
+        pytest.skip("needs root and a writable cgroup v2")
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    # As the node starts a container: in the cluster's cgroup; then it leaves its session, with a clean env.
+    container = cgroups.Container(where, cgroups.cluster_name(folder), "pod-uid", "app")
+    container.create(None, None)
+    escaped = subprocess.Popen(["setsid", "env", "-i", "sleep", "60"], preexec_fn=container.join)
+    try:
+        _state(folder, None, {})
+        code, out, err = run("cluster", "down", "--dir", str(folder))
+        assert code == 0, err
+        assert escaped.wait(timeout=10) == -9
+        assert f"pid {escaped.pid} (a pod's, left behind, killed)" in out
+        assert not any(f.exists() for f in cgroups.cluster_folders(folder, where))
+    finally:
+        escaped.kill()
+        escaped.wait()

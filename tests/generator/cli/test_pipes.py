@@ -58,8 +58,7 @@ OFFLINE = [
     ("cluster-status", ["cluster", "status", "--dir", "{dir}/cluster"], "cluster in {dir}/cluster: absent\n"),
     ("cluster-status-json", ["cluster", "status", "--dir", "{dir}/cluster", "--format", "json"], "{\n"),
     ("cluster-down", ["cluster", "down", "--dir", "{dir}/cluster"], "nothing was running\n"),
-    ("cluster-build", ["cluster", "build"], "up to date: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-                                            "kubectl in {dir}/cache/controlplane/{kubernetes}\n"),
+    ("cluster-build", ["cluster", "build"], "up to date: etcd in {dir}/cache/controlplane/{etcd}\n"),
 ]
 ON_A_CLUSTER = [
     ("submit", ["submit", "{values}"], "pytorchjob other created\n"),
@@ -76,7 +75,7 @@ def filled(argv: list[str], first: str | None, folder: Path, values: str):
     from generator.controlplane import build
 
     fill = lambda text: (text.replace("{dir}", str(folder)).replace("{values}", values)  # noqa: E731
-                         .replace("{kubernetes}", build.group_dir("kubernetes").name))
+                         .replace("{etcd}", build.group_dir("etcd").name))
     return [fill(a) for a in argv], fill(first) if first else None
 
 

@@ -57,9 +57,10 @@ def test_each_group_is_built_once_and_reused(go, monkeypatch, tmp_path):
     assert sorted(build.missing()) == sorted(build.BINARIES)
     paths = build.ensure(say=lambda line: None)
     assert set(paths) == set(build.BINARIES) and all(p.is_file() for p in paths.values())
-    assert len(go()) == 3  # kubernetes, operator, helm
+    groups = len(build.GROUPS)  # etcd, kubernetes, operator, helm: one go call each
+    assert len(go()) == groups
     # A second clone, a CI run or a `git clean` asks again: nothing is built.
-    assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == 3
+    assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == groups
 
 
 def test_a_changed_pin_builds_that_group_alone_beside_the_old_one(go, monkeypatch, tmp_path):
@@ -69,9 +70,21 @@ def test_a_changed_pin_builds_that_group_alone_beside_the_old_one(go, monkeypatc
     monkeypatch.setitem(build.GROUPS, "helm", ([build.HELM_BINARY], lambda: f"{build.HELM_PACKAGE}@v4.9.9"))
     assert build.missing() == [build.HELM_BINARY]
     new = build.ensure(say=lambda line: None)
-    assert go()[-1] == f"install {build.HELM_PACKAGE}@v4.9.9" and len(go()) == 4
+    assert go()[-1] == f"install {build.HELM_PACKAGE}@v4.9.9" and len(go()) == len(build.GROUPS) + 1
     assert new["helm"] != old["helm"] and old["helm"].is_file()  # another clone may still use the old pin
     assert new["kubectl"] == old["kubectl"]
+
+
+def test_etcds_own_source_rebuilds_etcd_alone(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    old = build.ensure(say=lambda line: None)
+    main = tmp_path / "main.go"
+    main.write_text(build.ETCD_MAIN.read_text() + "// changed\n")
+    monkeypatch.setattr(build, "ETCD_MAIN", main)
+    assert build.missing() == ["etcd"]
+    new = build.ensure(say=lambda line: None)
+    assert new["etcd"] != old["etcd"] and new["kube-apiserver"] == old["kube-apiserver"]
+    assert go()[-1].endswith("./cmd/etcd")
 
 
 def test_an_interrupted_build_is_built_again(go, monkeypatch, tmp_path):
@@ -80,7 +93,7 @@ def test_an_interrupted_build_is_built_again(go, monkeypatch, tmp_path):
     (paths["helm"].parent / build.COMPLETE).unlink()
     assert build.missing() == [build.HELM_BINARY]
     build.ensure(say=lambda line: None)
-    assert build.missing() == [] and len(go()) == 4
+    assert build.missing() == [] and len(go()) == len(build.GROUPS) + 1
 
 
 def test_builds_running_side_by_side_build_each_group_once(go, monkeypatch, tmp_path):
@@ -91,7 +104,7 @@ def test_builds_running_side_by_side_build_each_group_once(go, monkeypatch, tmp_
         t.start()
     for t in threads:
         t.join()
-    assert len(results) == 3 and len(go()) == 3
+    assert len(results) == 3 and len(go()) == len(build.GROUPS)
 
 
 def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path):

@@ -24,17 +24,33 @@ def flags(component: components.Component) -> dict[str, str]:
     return dict(arg[2:].split("=", 1) for arg in component.argv[1:] if arg.startswith("--") and "=" in arg)
 
 
-def test_etcd_listens_on_loopback_only_with_its_data_in_the_cluster_folder(cfg):
+def test_etcd_listens_on_loopback_only_with_mutual_tls_and_its_data_in_the_cluster_folder(cfg):
     etcd = components.etcd(cfg)
+    pki = cfg.layout.pki
     assert etcd.argv[0] == str(build.binary("etcd"))
-    assert flags(etcd) == {"data-dir": str(cfg.layout.root / "etcd"), "listen-client-url": "http://127.0.0.1:2379",
-                           "listen-peer-url": "http://127.0.0.1:2380"}
+    assert flags(etcd) == {"data-dir": str(cfg.layout.root / "etcd"), "listen-client-url": "https://127.0.0.1:2379",
+                           "listen-peer-url": "https://127.0.0.1:2380", "cert-file": str(pki / "etcd-server.crt"),
+                           "key-file": str(pki / "etcd-server.key"), "trusted-ca-file": str(pki / "ca.crt")}
+
+
+def test_only_the_api_server_holds_a_client_certificate_for_etcd(cfg):
+    got = flags(components.kube_apiserver(cfg))
+    pki = cfg.layout.pki
+    assert (got["etcd-cafile"], got["etcd-certfile"], got["etcd-keyfile"]) == (
+        str(pki / "ca.crt"), str(pki / "apiserver-etcd-client.crt"), str(pki / "apiserver-etcd-client.key"))
+    issued = {c.stem: c for c in components.certificates(cfg)}
+    assert issued["etcd-server"].server and issued["etcd-server"].also_client and issued["etcd-server"].ips == ("127.0.0.1",)
+    assert not issued["apiserver-etcd-client"].server
+    # No other component's argv or kubeconfig names the etcd client's key.
+    others = [components.etcd(cfg), components.kube_controller_manager(cfg), components.kube_scheduler(cfg),
+              components.kubelet(cfg)]
+    assert not any("apiserver-etcd-client" in " ".join([*c.argv, *c.files.values()]) for c in others)
 
 
 def test_the_api_server_serves_on_the_bridge_with_the_clusters_certificates(cfg):
     pki = cfg.layout.pki
     got = flags(components.kube_apiserver(cfg))
-    assert got["etcd-servers"] == "http://127.0.0.1:2379"
+    assert got["etcd-servers"] == "https://127.0.0.1:2379"
     assert (got["bind-address"], got["advertise-address"], got["secure-port"]) == ("10.244.7.1", "10.244.7.1", "6443")
     assert got["tls-cert-file"] == str(pki / "apiserver-10.244.7.1.crt")
     assert got["tls-private-key-file"] == str(pki / "apiserver-10.244.7.1.key")

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from generator.controlplane.kubelet import cgroups, runtime
 from generator.controlplane.kubelet import pod as pods
-from generator.controlplane.kubelet import runtime
 from generator.controlplane.layout import Layout
 
 UID = "8d6f0c1e-0000-4000-8000-000000000001"
@@ -41,6 +41,7 @@ class Node:
 
     def __init__(self, root) -> None:
         self.layout = Layout(root)  # the provisioner's folder under it is the only host folder
+        self.cgroups, self.cgroup_cluster = cgroups.Hierarchies(None, None, None), "test"  # no cgroups: nothing to kill
         self.root, self.toolbox, self.aliases, self.core = root, root / "toolbox", {}, None
         self.node_ip, self.allocatable = "10.244.0.1", {"cpu": "2", "memory": "4Gi"}
         self.events: list[tuple[str, str, str]] = []

@@ -1,5 +1,6 @@
-"""The node mounts host folders only under the provisioner's folder: pods run as root here, so a
-hostPath elsewhere (or a link that leads elsewhere) fails to mount, naming the one folder allowed."""
+"""The node mounts host folders only under the provisioner's folder: pods may run as root here, so a
+hostPath elsewhere (or a link that leads elsewhere) fails to mount, naming the one folder allowed.
+Volume files are born with their modes, and fsGroup owns them as a kubelet sets it."""
 from __future__ import annotations
 
 import pytest
@@ -69,3 +70,46 @@ def test_a_key_path_or_a_link_leading_out_of_the_volume_is_refused(tmp_path):
         with pytest.raises(MountError):
             volumes_module._write(folder, {rel: (b"x", 0o644)})  # noqa: SLF001
     assert not (tmp_path / "escape").exists()
+
+
+def test_fs_group_owns_the_pods_volumes_as_a_kubelet_sets_it(tmp_path):
+    import os
+    import stat
+
+    from generator.controlplane.kubelet import volumes as volumes_module
+
+    if os.geteuid() != 0:
+        pytest.skip("chown to another group needs root")
+    claim = tmp_path / "volumes" / "pvc-1"
+    (claim / "old").mkdir(parents=True)
+    (claim / "old" / "model.pt").write_text("x")
+    from types import SimpleNamespace as NS
+
+    core = NS(read_namespaced_persistent_volume_claim=lambda name, ns: NS(
+                  status=NS(phase="Bound"), spec=NS(volume_name="pvc-1")),
+              read_persistent_volume=lambda name: NS(metadata=NS(name=name),
+                                                     spec=NS(host_path=NS(path=str(claim)), local=None)))
+    pod = {"metadata": {"name": "p", "namespace": "default"},
+           "spec": {"securityContext": {"fsGroup": 4000},
+                    "volumes": [{"name": "scratch", "emptyDir": {}},
+                                {"name": "data", "persistentVolumeClaim": {"claimName": "out"}}]}}
+    mounted = Volumes(core, pod, tmp_path / "pod", tmp_path / "volumes").setup()
+    scratch = mounted["scratch"].stat()
+    assert (scratch.st_gid, stat.S_IMODE(scratch.st_mode)) == (4000, 0o2777)  # any user writes; the group passes on
+    for path in (claim, claim / "old"):
+        assert path.stat().st_gid == 4000 and stat.S_IMODE(path.stat().st_mode) & 0o2070 == 0o2070
+    assert (claim / "old" / "model.pt").stat().st_gid == 4000
+    assert stat.S_IMODE((claim / "old" / "model.pt").stat().st_mode) & 0o060 == 0o060
+    # A Secret's files keep their defaultMode, plus read for the group, and belong to it.
+    keys = tmp_path / "pod" / "volumes" / "token"
+    volumes_module._write(keys, {"token": (b"t", 0o600), "ca.crt": (b"c", 0o644)}, group=4000)  # noqa: SLF001
+    modes = {p.name: (p.stat().st_gid, stat.S_IMODE(p.stat().st_mode)) for p in keys.iterdir()}
+    assert modes == {"token": (4000, 0o640), "ca.crt": (4000, 0o644)}
+
+
+def test_without_fs_group_an_empty_dir_is_writable_by_any_user_and_files_keep_their_mode(tmp_path):
+    import stat
+
+    pod = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]}}
+    mounted = Volumes(None, pod, tmp_path / "pod", tmp_path / "volumes").setup()
+    assert stat.S_IMODE(mounted["scratch"].stat().st_mode) == 0o777

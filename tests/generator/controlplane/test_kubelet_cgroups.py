@@ -1,0 +1,97 @@
+"""Each container of the process node in its own cgroup: the node's cleanup kills every process a
+container started, even one that left its session and cleared its env, and a memory limit is the
+kernel's, reported as OOMKilled as a kubelet reports it. Real containers, real cgroups (root)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from generator.controlplane.kubelet import cgroups
+from generator.controlplane.kubelet import pod as pods
+from generator.controlplane.layout import Layout
+
+WHERE = cgroups.Hierarchies.find()
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or WHERE.v2 is None, reason="needs root and a writable cgroup v2")
+
+
+class Node:
+    """What a PodWorker asks of its kubelet, with real cgroups under a cluster name of the test's own."""
+
+    def __init__(self, root: Path) -> None:
+        self.layout = Layout(root)
+        self.root, self.toolbox, self.aliases, self.core = root, root / "toolbox", {}, None
+        self.node_ip, self.allocatable = "10.244.0.1", {"cpu": "2", "memory": "4Gi"}
+        self.cgroups, self.cgroup_cluster = WHERE, cgroups.cluster_name(root)
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
+        self.events.append((kind, reason, message))
+
+    def base_env(self, program, worker) -> dict:
+        return {"PATH": "/usr/bin:/bin"}
+
+    def hosts_file(self, worker):
+        path = worker.folder / "hosts"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("127.0.0.1 localhost\n")
+        return path
+
+
+@pytest.fixture
+def node(tmp_path):
+    node = Node(tmp_path / "cluster")
+    node.layout.create()
+    node.toolbox.mkdir()
+    yield node
+    cgroups.kill_cluster(node.root)
+
+
+def worker(node: Node, container: dict) -> pods.PodWorker:
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": f"uid-{time.monotonic_ns()}"},
+           "spec": {"restartPolicy": "Never", "containers": [{"name": "app", "image": "busybox", **container}]}}
+    w = pods.PodWorker(node, pod)
+    w.sandbox, w.refreshed, w.pod_ip = True, w.clock(), "10.244.7.2"
+    w.volumes = SimpleNamespace(paths={}, refresh=lambda: None)
+    return w
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_process_that_left_its_session_and_cleared_its_env_dies_with_its_pod(node):
+    # $$$$: Kubernetes turns $$ into $ in a command.
+    w = worker(node, {"command": ["sh", "-c", "setsid env -i sh -c 'echo escaped $$$$; exec sleep 300' & "
+                                              "exec sleep 300"]})
+    w._step()
+    log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
+    while "escaped" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
+        time.sleep(0.05)
+    escaped = int(log.read_text().split("escaped ")[1].split()[0])
+    assert alive(escaped) and os.getsid(escaped) == escaped  # its own session, out of the container's group
+    w._kill_all(1.0)
+    end = time.monotonic() + 5
+    while alive(escaped) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not alive(escaped)
+    assert w.main[0].state["terminated"]["exitCode"] == 143  # its own process stopped by SIGTERM, as before
+
+
+@pytest.mark.skipif(WHERE.memory is None, reason="needs a writable memory cgroup")
+def test_a_container_over_its_memory_limit_is_oom_killed_and_reported_so(node):
+    w = worker(node, {"command": ["python3", "-c", "x = bytearray(300 * 2**20); print(len(x))"],
+                      "resources": {"limits": {"memory": "64Mi"}}})
+    w._step()
+    end = time.monotonic() + 30
+    while w.phase != "Failed" and time.monotonic() < end:
+        time.sleep(0.1)
+        w._step()
+    terminated = w.main[0].state["terminated"]
+    assert (terminated["reason"], terminated["exitCode"]) == ("OOMKilled", 137)

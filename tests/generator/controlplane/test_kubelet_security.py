@@ -1,0 +1,197 @@
+"""A container's securityContext as the process node applies it: who it runs as, what it may do,
+what it sees of the cluster's folder, and the runAsNonRoot refusal a kubelet gives. The last
+tests start real containers (as root, with util-linux's unshare and setpriv)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from generator.container import programs as images
+from generator.controlplane.kubelet import runtime, security
+
+POD = "job-master-0_default(u1)"
+SHELL, TRAINER = images.of("shell"), images.of("trainer")
+
+
+def test_no_security_context_runs_as_the_node_always_did():
+    assert security.identity({}, {"name": "c"}, SHELL, POD) is None
+    assert security.unhonoured({}, {"name": "c"}) == []
+
+
+def test_the_containers_fields_win_over_the_pods_and_groups_come_from_fs_group_and_supplemental_groups():
+    pod = {"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000, "supplementalGroups": [3000]}}
+    got = security.identity(pod, {"name": "c", "securityContext": {"runAsUser": 1500}}, SHELL, POD)
+    assert (got.uid, got.gid, got.groups) == (1500, 1000, (2000, 3000))
+    assert got.argv() == ["setpriv", "--reuid=1500", "--regid=1000", "--groups=2000,3000", "--"]
+
+
+def test_capabilities_no_new_privs_and_a_read_only_root_become_setpriv_options():
+    sc = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+          "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+    got = security.identity({}, {"name": "c", "securityContext": sc}, SHELL, POD)
+    assert got.read_only_root and got.uid == 0
+    assert got.argv() == ["setpriv", "--reuid=0", "--regid=0", "--clear-groups",
+                          "--bounding-set=-all,+net_bind_service", "--inh-caps=-all", "--no-new-privs", "--"]
+    some = security.identity({}, {"name": "c", "securityContext": {"capabilities": {"drop": ["CAP_NET_RAW", "chown"]}}},
+                             SHELL, POD)
+    assert some.bounding == ("-net_raw", "-chown")
+
+
+@pytest.mark.parametrize(("pod", "container", "message"), [
+    ({"runAsNonRoot": True, "runAsUser": 0}, {}, "container's runAsUser breaks non-root policy"),
+    ({"runAsNonRoot": True}, {}, "container has runAsNonRoot and image will run as root"),
+    ({}, {"runAsNonRoot": True, "runAsUser": 0}, "container's runAsUser breaks non-root policy"),
+])
+def test_run_as_non_root_with_a_root_user_is_refused_as_a_kubelet_refuses_it(pod, container, message):
+    with pytest.raises(security.NonRootError, match=message) as err:
+        security.identity({"securityContext": pod}, {"name": "sh", "securityContext": container}, SHELL, POD)
+    assert f'(pod: "{POD}", container: sh)' in str(err.value)
+
+
+def test_run_as_non_root_passes_on_the_trainer_image_whose_user_is_not_root():
+    got = security.identity({"securityContext": {"runAsNonRoot": True}}, {"name": "pytorch"}, TRAINER, POD)
+    assert (got.uid, got.gid) == TRAINER.user == images.image_user(Path("trainer/Dockerfile")) != (0, 0)
+
+
+def test_fields_this_node_cannot_apply_are_named():
+    pod = {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "runAsUser": 1000}}
+    container = {"securityContext": {"seLinuxOptions": {"level": "s0"}, "capabilities": {"add": ["NET_ADMIN"]}}}
+    assert security.unhonoured(pod, container) == ["spec.securityContext.seccompProfile",
+                                                   "securityContext.seLinuxOptions",
+                                                   "securityContext.capabilities.add (for a non-root user)"]
+
+
+# --- real containers --------------------------------------------------------------------------
+needs_tools = pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")),
+                                 reason="needs root and util-linux's unshare and setpriv")
+
+
+@pytest.fixture
+def cluster():
+    """A cluster folder as `cluster up` makes it (0700) with two pods' folders, outside /tmp (whose
+    pytest folder is 0700 and would keep any other user out on its own)."""
+    base = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pjk-security-"))
+    base.chmod(0o755)
+    root = base / "cluster"
+    root.mkdir(mode=0o700)
+    pods = root / "kubelet" / "pods"
+    mine, other = pods / "default_mine_1", pods / "default_other_2"
+    for folder in (mine, other):
+        (folder / "volumes" / "token").mkdir(parents=True)
+        (folder / "volumes" / "token" / "token").write_text(f"secret of {folder.name}")
+        (folder / "volumes" / "token" / "token").chmod(0o644)
+        (folder / "workdir").mkdir()
+    (mine / "hosts").write_text("127.0.0.1 localhost\n")
+    (root / "pki").mkdir()
+    (root / "pki" / "ca.key").write_text("the CA key")
+    yield root, mine, other
+    shutil.rmtree(base)
+
+
+def start(program, container, root: Path, mine: Path, identity=None) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    volumes = {"token": mine / "volumes" / "token"}
+    proc = runtime.start(program, container, {"PATH": "/usr/local/bin:/usr/bin:/bin"}, volumes, "mine",
+                         mine / "hosts", mine / "workdir", mine, None, lines.append, identity=identity,
+                         hidden=runtime.Hidden(root, (mine,)))
+    code = proc.wait(60)
+    proc.reader.join(5)
+    return code, lines
+
+
+@needs_tools
+def test_a_container_sees_its_own_token_but_no_other_pods_and_none_of_the_clusters_keys(cluster):
+    root, mine, other = cluster
+    read = ("import sys\nfor p in sys.argv[1:]:\n    try: print(open(p).read())\n"
+            "    except OSError as e: print(type(e).__name__)")
+    code, lines = start(TRAINER, {"name": "pytorch", "command": ["python", "-c", read, "/var/run/secrets/token",
+                                                                 str(other / "volumes/token/token"),
+                                                                 str(root / "pki/ca.key")],
+                                  "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets"}]}, root, mine)
+    assert code == 0, lines
+    # Root in the container (no securityContext) and still: only its own pod's folder is there.
+    assert lines == [f"secret of {mine.name}", "FileNotFoundError", "FileNotFoundError"]
+
+
+@needs_tools
+def test_a_non_root_container_runs_as_its_user_without_capabilities_and_with_a_read_only_root(cluster):
+    root, mine, _ = cluster
+    (mine / "volumes" / "scratch").mkdir(mode=0o777)
+    (mine / "volumes" / "scratch").chmod(0o777)
+    pod = {"securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 4000}}
+    container = {"name": "sh", "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                   "capabilities": {"drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets", "readOnly": True}],
+                 "command": ["sh", "-c", "id -u; id -G; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; "
+                                         "cat /var/run/secrets/token; echo; "
+                                         "(: > /etc/pjk-probe) 2>/dev/null && echo root-writable || echo root-read-only; "
+                                         "(: > /tmp/x) 2>/dev/null && echo tmp-writable || echo tmp-read-only"]}
+    identity = security.identity(pod, container, SHELL, POD)
+    code, lines = start(SHELL, container, root, mine, identity)
+    assert code == 0, lines
+    assert lines == ["65534", "65534 4000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
+                     "NoNewPrivs:\t1", f"secret of {mine.name}", "root-read-only", "tmp-read-only"]
+    assert not Path("/etc/pjk-probe").exists()
+
+
+@needs_tools
+def test_a_trainer_whose_python_its_user_cannot_reach_is_refused_with_the_reason(cluster, tmp_path):
+    root, mine, _ = cluster
+    hidden = tmp_path / "home"
+    hidden.mkdir(mode=0o700)  # the code's own folder: no other user may read it
+    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "pytorch"}, TRAINER, POD)
+    with pytest.raises(runtime.StartError, match="cannot be read by uid 1000, the container's runAsUser"):
+        runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-c", "pass"]},
+                      {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(hidden)}, {}, "mine", mine / "hosts",
+                      mine / "workdir", mine, None, print, identity=identity)
+
+
+@needs_tools
+def test_a_non_root_trainer_writes_its_own_folders_though_the_folders_above_them_are_0700(cluster):
+    root, mine, _ = cluster
+    root.parent.chmod(0o700)  # as pytest's own folder, or a checkout under a private home
+    output = mine / "output"
+    output.mkdir()
+    os.chown(output, 1000, 1000)
+    identity = security.identity({"securityContext": {"runAsUser": 1000, "runAsGroup": 1000}}, {"name": "pytorch"},
+                                 TRAINER, POD)
+    lines: list[str] = []
+    write = "import os, sys; open(os.path.join(sys.argv[1], 'model.pt'), 'w').write('x'); print(os.getuid())"
+    proc = runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-c", write, str(output)]},
+                         {"PATH": "/usr/bin:/bin"}, {}, "mine", mine / "hosts", mine / "workdir", mine, None,
+                         lines.append, identity=identity, hidden=runtime.hidden(root, [mine], identity))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert lines == ["1000"] and (output / "model.pt").read_text() == "x"
+
+
+def test_without_setpriv_a_container_with_a_security_context_is_refused_rather_than_run_as_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(security.shutil, "which", lambda name: None)
+    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "sh"}, SHELL, POD)
+    with pytest.raises(runtime.StartError, match="util-linux's setpriv, which is not on PATH"):
+        runtime.start(SHELL, {"name": "sh", "command": ["true"]}, {"PATH": "/usr/bin:/bin"}, {}, "p",
+                      tmp_path / "hosts", tmp_path / "w", tmp_path, None, print, identity=identity)
+
+
+@needs_tools
+def test_a_non_root_trainer_runs_code_that_lies_under_a_folder_it_cannot_pass(cluster):
+    root, mine, _ = cluster
+    home = root.parent / "home"
+    code = home / "me" / "checkout"
+    code.mkdir(parents=True)
+    home.chmod(0o700)  # a private home; the checkout itself is readable by all
+    # A child of the interpreter too, as torchrun starts its workers: exec'd by the user itself.
+    (code / "hello.py").write_text("import os, subprocess, sys\nprint('hello as', os.getuid(), flush=True)\n"
+                                   "subprocess.run([sys.executable, '-c', 'print(\"child ran\")'], check=True)\n")
+    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "pytorch"}, TRAINER, POD)
+    lines: list[str] = []
+    proc = runtime.start(TRAINER, {"name": "pytorch", "command": ["python", "-m", "hello"]},
+                         {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(code)}, {}, "mine", mine / "hosts", mine / "workdir",
+                         mine, None, lines.append, identity=identity, hidden=runtime.hidden(root, [mine], identity))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert lines == ["hello as 1000", "child ran"]
