@@ -57,9 +57,9 @@ def test_each_group_is_built_once_and_reused(go, monkeypatch, tmp_path):
     assert sorted(build.missing()) == sorted(build.BINARIES)
     paths = build.ensure(say=lambda line: None)
     assert set(paths) == set(build.BINARIES) and all(p.is_file() for p in paths.values())
-    assert len(go()) == 3  # kubernetes, operator, helm
+    assert len(go()) == 5  # kubernetes, operator, helm, trainer, jobset
     # A second clone, a CI run or a `git clean` asks again: nothing is built.
-    assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == 3
+    assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == 5
 
 
 def test_a_changed_pin_builds_that_group_alone_beside_the_old_one(go, monkeypatch, tmp_path):
@@ -69,7 +69,7 @@ def test_a_changed_pin_builds_that_group_alone_beside_the_old_one(go, monkeypatc
     monkeypatch.setitem(build.GROUPS, "helm", ([build.HELM_BINARY], lambda: f"{build.HELM_PACKAGE}@v4.9.9"))
     assert build.missing() == [build.HELM_BINARY]
     new = build.ensure(say=lambda line: None)
-    assert go()[-1] == f"install {build.HELM_PACKAGE}@v4.9.9" and len(go()) == 4
+    assert go()[-1] == f"install {build.HELM_PACKAGE}@v4.9.9" and len(go()) == 6
     assert new["helm"] != old["helm"] and old["helm"].is_file()  # another clone may still use the old pin
     assert new["kubectl"] == old["kubectl"]
 
@@ -80,7 +80,7 @@ def test_an_interrupted_build_is_built_again(go, monkeypatch, tmp_path):
     (paths["helm"].parent / build.COMPLETE).unlink()
     assert build.missing() == [build.HELM_BINARY]
     build.ensure(say=lambda line: None)
-    assert build.missing() == [] and len(go()) == 4
+    assert build.missing() == [] and len(go()) == 6
 
 
 def test_builds_running_side_by_side_build_each_group_once(go, monkeypatch, tmp_path):
@@ -91,7 +91,7 @@ def test_builds_running_side_by_side_build_each_group_once(go, monkeypatch, tmp_
         t.start()
     for t in threads:
         t.join()
-    assert len(results) == 3 and len(go()) == 3
+    assert len(results) == 3 and len(go()) == 5
 
 
 def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path):
@@ -100,3 +100,27 @@ def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(UserError, match="`go` is not on PATH; install Go"):
         build.ensure(say=lambda line: None)
     assert not any(Path(tmp_path / "cache").glob("controlplane/*/etcd"))
+
+
+def test_trainer_and_jobset_build_at_their_pins(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    paths = build.ensure(say=lambda line: None)
+    assert f"install {build.TRAINER_PACKAGE}@v2.3.0" in go()
+    # JobSet cannot be `go install`ed here: it is built in a module of ours that requires v0.12.0.
+    assert any(c.startswith("build -o") and c.endswith(" sigs.k8s.io/jobset") for c in go())
+    assert build.jobset_version() == "v0.12.0"
+    assert paths["jobset"].parent != paths["kube-apiserver"].parent  # not the control plane's module
+
+
+def test_a_changed_jobset_pin_rebuilds_jobset_alone(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    old = build.ensure(say=lambda line: None)
+    module = tmp_path / "jobset"
+    module.mkdir()
+    (module / "go.mod").write_text((build.JOBSET_MODULE_DIR / "go.mod").read_text().replace("v0.12.0", "v0.12.1"))
+    (module / "go.sum").write_text((build.JOBSET_MODULE_DIR / "go.sum").read_text())
+    monkeypatch.setattr(build, "JOBSET_MODULE_DIR", module)
+    assert build.missing() == [build.JOBSET_BINARY] and build.jobset_version() == "v0.12.1"
+    new = build.ensure(say=lambda line: None)
+    assert len(go()) == 6 and new["jobset"] != old["jobset"] and new["trainer-controller-manager"] == old[
+        "trainer-controller-manager"]
