@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import build, network, processes, state
+from generator.controlplane import build, network, processes, state, trainer_release
 from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
 from generator.errors import UserError
@@ -43,13 +43,16 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
-       operator: bool = True) -> ClusterState:
+       operator: bool = True, trainer: bool = False) -> ClusterState:
     current = running(layout)
     if current:
         if current.phase != "ready":
             raise UserError(f"a cluster in {layout.root} is {current.phase}"
                             + (f" ({current.error})" if current.error else "")
                             + "; run `python -m generator cluster down` first")
+        if trainer and not current.trainer:
+            raise UserError(f"the cluster in {layout.root} runs without Kubeflow Trainer; run `python -m generator "
+                            "cluster down`, then `cluster up --trainer`")
         return current
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
@@ -74,6 +77,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         argv += ["-f", str(Path(values_file).resolve())]
     if not operator:
         argv.append("--no-operator")
+    if trainer:
+        trainer_release.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
+        argv.append("--trainer")
     argv.append(f"--node={(node or NodeOptions()).encode()}")
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
