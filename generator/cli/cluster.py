@@ -93,6 +93,9 @@ def status(fmt, directory) -> None:
         click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
+    for pod in report["pods"]:
+        state = f"{pod['phase']}{', ready' if pod['ready'] else ''}"
+        click.echo(f"pod {pod['namespace']}/{pod['name']}  {state}  (release {pod['release']})")
 
 
 @command.command("down")

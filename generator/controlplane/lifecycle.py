@@ -177,7 +177,30 @@ def status(layout: Layout) -> dict:
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})
+    report["pods"] = _release_pods(layout, current) if alive else []
     return report
+
+
+def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
+    """The pods of the releases `cluster up` installed (the operator's, Trainer's and JobSet's), as
+    the API server lists them; none when it cannot be asked."""
+    from kubernetes import client
+
+    from generator.controlplane import operator
+
+    releases = [r for r in (current.operator, current.trainer) if r]
+    if not releases:
+        return []
+    try:
+        core = client.CoreV1Api(operator.admin_client(layout))
+        listed = [(r, core.list_namespaced_pod(r.namespace, label_selector=f"app.kubernetes.io/instance={r.release}",
+                                               _request_timeout=10).items) for r in releases]
+    except Exception:  # a cluster coming up or going down: the processes above say what runs
+        return []
+    return [{"release": r.release, "namespace": pod.metadata.namespace, "name": pod.metadata.name,
+             "phase": pod.status.phase,
+             "ready": any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])}
+            for r, pods in listed for pod in sorted(pods, key=lambda p: p.metadata.name)]
 
 
 def _warn(message: str) -> None:
