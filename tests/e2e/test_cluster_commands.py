@@ -273,10 +273,12 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
 
 def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluster, ns, tmp_path):
     values = tmp_path / "v2.yaml"
-    # The trainer refuses the flag at once; backoffLimit 0: the first failed node fails the node Job. Under
-    # Never the failed pod stays (the Job controller deletes OnFailure pods as it fails), so wait can name it.
+    # The trainer refuses the flag at once. backoffLimit 1 is the runtime's failurePolicy.maxRestarts 1
+    # with the node Job's backoffLimit 0: the first failed node fails the Job, JobSet restarts the whole
+    # set once, and the second failure ends it. Under Never the failed pod stays (the Job controller
+    # deletes OnFailure pods as it fails), so wait can name it.
     values.write_text("job: {name: broken}\ntopology: {workers: 1}\nargs: [--dataset=digits, --no-such-flag]\n"
-                      "restartPolicy: Never\nrunPolicy: {backoffLimit: 0}\n"
+                      "restartPolicy: Never\nrunPolicy: {backoffLimit: 1}\n"
                       "resources: {requests: {cpu: 100m, memory: 128Mi}}\n")
     assert cluster.cli("submit", str(values), "-n", ns, "--target", "v2", check=True).stdout == "trainjob broken created\n"
     waiting = _background(cluster, "wait", "broken", "-n", ns, "--timeout", "600")
@@ -285,6 +287,11 @@ def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluste
     # JobSet's own words: the runtime's failurePolicy.maxRestarts (0 here) was reached, not "FailedJobs".
     assert ("trainjob broken ended Failed, not Complete: ReachedMaxRestarts: jobset failed due to reaching max number "
             "of restarts (first failed job: broken-node-0); first failed pod: broken-node-0-") in message
+    from generator.controlplane import build
+
+    restarts = subprocess.run([str(build.binary("kubectl")), "get", "jobset", "broken", "-n", ns, "-o",
+                               "jsonpath={.status.restarts}"], env=cluster.env, capture_output=True, text=True)
+    assert restarts.stdout == "1", restarts.stderr  # JobSet restarted the set once, as the runtime allows
     assert "(container node exited 1: Error)" in message
 
     # diagnose reads the same TrainJob: the failed node's exit code and log, then the TrainJob's reason.
