@@ -28,10 +28,14 @@ def command(files, release, chart, target, fmt, output) -> None:
     report, lines = [], []
     for path in files:
         try:
-            findings = validation.check_file(path, release, chart, target)
+            checked = validation.check_file(path, release, chart, target)
+            findings, warnings = checked.findings, checked.warnings
         except UserError as exc:  # the file could not be read as YAML: its error names the file already
-            findings = exc.findings
-        report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings]})
+            findings, warnings = exc.findings, []
+        report.append({"file": path, "valid": not findings, "findings": [f.as_dict() for f in findings],
+                       "warnings": [f.as_dict() for f in warnings]})
+        for warning in warnings:  # valid all the same: the exit status stays 0
+            click.echo(f"{path}: warning: {warning.render()}", err=True)
         if findings:
             click.echo(UserError(findings, source=path).describe(), err=True)
         else:

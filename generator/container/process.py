@@ -1,16 +1,22 @@
 """One container's processes on this machine, shared by `generator run` and the process node:
 started in a process group of its own (torchrun's workers included), output read line by line,
 stopped with SIGTERM, the grace period, then SIGKILL, and exit codes read as a container runtime
-reports them (killed by signal N is 128+N)."""
+reports them (killed by signal N is 128+N). With `isolate`, the program runs under init.py in a
+PID namespace of its own, so it and everything it starts die with the caller, even on `kill -9`."""
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+INIT = Path(__file__).with_name("init.py")
 
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0  # the kubelet's crash-loop back-off
 
@@ -26,12 +32,44 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _init(argv: list[str]) -> list[str]:
+    return [sys.executable, "-I", "-S", str(INIT), str(os.getpid()), "--", *argv]
+
+
+@functools.cache
+def pid_namespaces() -> bool:
+    """Whether this machine lets us make PID namespaces (as root, or unprivileged through a user
+    namespace); where it does not, a program runs in a process group alone, as before."""
+    try:
+        done = subprocess.run(_init(["true"]), stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and not done.stderr
+
+
+def _findable(argv: list[str], env: dict[str, str], cwd: Path | None) -> None:
+    """Raise as Popen would for a program that is not there, before init.py hides it behind exit 127."""
+    name = argv[0]
+    if "/" in name:
+        path = Path(cwd or ".") / name
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", name)
+        if not os.access(path, os.X_OK) or path.is_dir():
+            raise PermissionError(13, "Permission denied", name)
+    elif shutil.which(name, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(2, "No such file or directory", name)
+
+
 class Process:
     """A started container process. `on_line` gets each line of its merged stdout and stderr."""
 
     def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None], cwd: Path | None = None,
-                 preexec_fn: Callable[[], None] | None = None):
+                 preexec_fn: Callable[[], None] | None = None, isolate: bool = False):
         # OSError (no such program, ...) reaches the caller: it decides what "could not start" means.
+        self.isolated = isolate and pid_namespaces()
+        if self.isolated:
+            _findable(argv, env, cwd)
+            argv = _init(argv)
         self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, bufsize=1, errors="replace",
                                      start_new_session=True, preexec_fn=preexec_fn)
@@ -55,7 +93,10 @@ class Process:
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, sig)  # the whole group: torchrun's children too
+                if self.isolated:
+                    os.kill(self.proc.pid, sig)  # init.py passes it to every process in the namespace, once
+                else:
+                    os.killpg(self.proc.pid, sig)  # the whole group: torchrun's children too
             except ProcessLookupError:
                 pass
 
@@ -81,7 +122,9 @@ class Process:
             self.signal(signal.SIGKILL)
             code = exit_code(self.proc.wait())
         # A shell leader dies of SIGTERM at once; the trainer it started still gets the grace period.
-        while self._group_alive() and time.monotonic() < end:
+        # (Under init.py that wait is PID 1's: when it ends, its namespace is empty. Its killed group
+        # may linger as zombies of a subreaper, which must not read as alive.)
+        while not self.isolated and self._group_alive() and time.monotonic() < end:
             time.sleep(0.05)
         self.reap()
         return code

@@ -326,3 +326,25 @@ def check_objects(objects: list[dict], gpu_resource: str = "") -> list[Finding]:
     if not any(f.path in ("kind", "spec", "spec.pytorchReplicaSpecs") for f in out):
         out += check_semantics(job, gpu_resource) + check_claims(job, objects)
     return out
+
+
+# Advice: jobs the operator admits and runs, whose outcome may still not be what was meant.
+
+def advice(job: dict) -> list[Finding]:
+    """What `validate` warns of without refusing the job."""
+    from generator.job import defaults, images
+
+    spec = job.get("spec") or {}
+    if spec.get("elasticPolicy") is None:
+        return []
+    trainer = defaults.chart_defaults()["image"]["repository"]
+    own = sorted({role for role, rspec in _rspecs(job).items()
+                  if (images.parse(str(pytorch_container(rspec).get("image") or "")) or ("",))[0] != trainer})
+    if not own:  # the project's trainer: every rank waits for rank 0's outputs before it exits
+        return []
+    decided = "the Master's pod succeeds" if "Master" in _rspecs(job) else "any one Worker's pod succeeds"
+    return [Finding("spec.elasticPolicy", f"training-operator v1.9.4 declares an elastic job Succeeded as soon as {decided}, "
+                    f"and torch elastic may give rank 0 to another pod, so the job can succeed before rank 0 has written "
+                    f"its outputs ({', '.join(own)} run{'s' if len(own) == 1 else ''} an image other than this project's "
+                    "trainer)", hint="make every rank wait for rank 0's outputs before it exits (e.g. torch.distributed."
+                    "barrier() after rank 0 saves), as the project's trainer does")]

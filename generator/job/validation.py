@@ -16,6 +16,7 @@ class Checked:
     findings: list[Finding]
     rendered: dict[str, str] = field(default_factory=dict)  # template path -> text, when it rendered
     objects: list[dict] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)  # admitted, but maybe not what was meant
 
     @property
     def job(self) -> dict | None:
@@ -34,8 +35,11 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
     if merged.get("target") == "v2":  # a TrainJob: the chart's own guards refused what v2 cannot express
         return Checked([], rendered, objects)
     manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
-    return Checked(_unique([Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]),
-                   rendered, objects)
+    named = [Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]
+    job = next((o for o in objects if o.get("kind") == admission.KIND), None)
+    advice = admission.advice(job) if job and not named else []
+    return Checked(_unique(named), rendered, objects,
+                   [Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in advice])
 
 
 def check_operator_values(user: dict, release: str = "training", namespace: str = "kubeflow") -> Checked:
@@ -69,18 +73,21 @@ def check_manifest(job: dict) -> list[Finding]:
     return admission.check_objects([job]) or importer.kubernetes_findings(job)
 
 
-def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None) -> list[Finding]:
+def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None) -> Checked:
     """A values file or a PyTorchJob manifest, told apart by their content; with chart
-    "pytorch-operator", values for the operator chart."""
+    "pytorch-operator", values for the operator chart. Only the findings and warnings are set."""
     from generator.job import source
 
     documents = values_io.load_documents(path)
     if chart == "pytorch-operator":
-        return check_operator_values(values_io.mapping_of(documents, path), release).findings
+        return Checked(check_operator_values(values_io.mapping_of(documents, path), release).findings)
     if source.is_manifest(documents):
-        return check_manifest(source.pick(documents, path))
+        job = source.pick(documents, path)
+        findings = check_manifest(job)
+        return Checked(findings, warnings=[] if findings else admission.advice(job))
     values = values_io.mapping_of(documents, path)
-    return check_values({**values, "target": target} if target else values, release).findings
+    checked = check_values({**values, "target": target} if target else values, release)
+    return Checked(checked.findings, warnings=checked.warnings)
 
 
 _REPLICA = re.compile(r"^spec\.pytorchReplicaSpecs\.(Master|Worker)\.(.*)$")

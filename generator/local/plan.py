@@ -52,6 +52,7 @@ class Plan:
     policy: str = OPERATOR
     node_backoff_limit: int = 0
     max_set_restarts: int = 0
+    elastic: bool = False  # training-operator: with no Master, one Worker's success ends an elastic job
 
     @property
     def disks(self) -> Path:
@@ -103,7 +104,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         notes += [f"{r.role}: {warning}" for warning in launch_warnings(r.argv)]
     run_policy = spec.get("runPolicy") or {}
     return Plan(name, run_dir, replicas, run_policy.get("backoffLimit"), run_policy.get("activeDeadlineSeconds"),
-                sorted(set(notes)))
+                sorted(set(notes)), elastic=elastic is not None)
 
 
 def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default",

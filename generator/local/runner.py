@@ -1,5 +1,6 @@
 """Runs a Plan like training-operator would: restart policies per role, backoffLimit,
-activeDeadlineSeconds, success when the Master (or, without one, every Worker) succeeds,
+activeDeadlineSeconds, success when the Master (or, without one, every Worker; any Worker of an
+elastic job) succeeds,
 the other replicas stopped on failure, and no process left behind. A Trainer v2 plan runs as
 JobSet would: success when every node succeeds, and a failed node Job restarts the whole set."""
 from __future__ import annotations
@@ -112,7 +113,7 @@ class Runner:
             self._emit(state, text)
 
         try:
-            state.proc = Process(r.argv, env, line, cwd=r.cwd)
+            state.proc = Process(r.argv, env, line, cwd=r.cwd, isolate=True)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127
@@ -263,6 +264,8 @@ class Runner:
         if self.plan.has_master:
             master = self.states[0]
             return "the Master succeeded" if master.status == "Succeeded" else ""
+        if self.plan.elastic:  # training-operator v1.9.4: under elasticPolicy, the first Worker to succeed ends it
+            return "a Worker succeeded (elastic)" if any(s.status == "Succeeded" for s in self.states) else ""
         return "every Worker succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
 
     def _fail(self, state: State, why: str) -> Outcome:

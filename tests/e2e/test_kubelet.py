@@ -368,6 +368,55 @@ def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
         delete_job(cluster, "elastic")
 
 
+EARLY = 'if [ "$RANK" = 0 ]; then sleep 20; echo "rank 0 wrote its outputs"; fi; echo "rank $RANK done"'
+
+
+def succeeded_at(cluster, name: str) -> None:
+    wait_for(lambda: job_state(cluster, name) == "Succeeded", 300, f"{name} to succeed", interval=0.5)
+
+
+@pytest.mark.timeout(600)
+def test_an_elastic_job_can_succeed_before_rank_0s_outputs_unless_its_ranks_wait_for_them(cluster, tmp_path):
+    """The operator (v1.9.4) ends an elastic Worker-only job when one Worker succeeds, wherever torch
+    elastic put rank 0: a job whose other ranks exit at once is Succeeded while rank 0 still works
+    (and `validate` warns of it). The project's trainer makes every rank wait for rank 0's outputs,
+    so its elastic job is Succeeded only with metrics.json written."""
+    from generator.job import defaults
+
+    trainer = defaults.chart_defaults()["image"]["repository"]  # user code, run with the trainer image's python
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "early"}, "spec": {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 2, "rdzvBackend": "c10d", "maxRestarts": 0},
+        "nprocPerNode": "1",
+        "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "Never", "template": {"spec": {"containers": [{
+            "name": "pytorch", "image": f"{trainer}:0.1.0",
+            "command": ["torchrun", "--no-python", "sh", "-c", EARLY],
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}]}}}}}}
+    path = tmp_path / "early.yaml"
+    path.write_text(json.dumps(manifest))
+    assert "warning: spec.elasticPolicy:" in cluster.cli("validate", str(path), check=True).stderr
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    try:
+        succeeded_at(cluster, "early")
+        logs = "".join(_safe_log(cluster, p) for p in pods(cluster, "early"))
+        assert "rank 1 done" in logs and "rank 0 wrote its outputs" not in logs, logs
+        # ... and rank 0 does write them, after the job was declared done.
+        wait_for(lambda: "rank 0 wrote its outputs" in "".join(_safe_log(cluster, p) for p in pods(cluster, "early")),
+                 120, "rank 0 to finish after the job's success")
+    finally:
+        delete_job(cluster, "early")
+
+    ours = values(cluster, tmp_path, "late", "--workers", "1", "--elastic", "2:2", "--nproc-per-node", "1", *DIGITS,
+                  "--arg=--epochs=1")
+    assert "warning" not in cluster.cli("validate", str(ours), check=True).stderr
+    cluster.cli("submit", str(ours), "-n", "default", check=True)
+    try:
+        succeeded_at(cluster, "late")
+        logs = "".join(_safe_log(cluster, p) for p in pods(cluster, "late"))
+        assert "metrics.json" in logs, logs
+    finally:
+        delete_job(cluster, "late")
+
+
 # --- single pods -----------------------------------------------------------------------------
 def _pod(cluster, name: str, spec: dict) -> None:
     cluster.core().create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},

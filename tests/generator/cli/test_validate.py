@@ -202,3 +202,30 @@ def test_operator_values_pass_through_the_charts_own_guards(tmp_path):
     values = tmp_path / "operator.yaml"
     values.write_text("leaderElection: true\n")
     assert run("validate", "--chart", "pytorch-operator", str(values)) == (0, f"{values}: valid\n", "")
+
+
+ELASTIC = "elasticPolicy: {enabled: true, minReplicas: 1, maxReplicas: 3}\ntopology: {workers: 2}\n"
+
+
+def test_elastic_jobs_of_other_images_are_valid_with_a_warning_that_success_may_come_before_rank_0s_outputs(tmp_path):
+    """training-operator v1.9.4 ends an elastic job with the Master's pod (or any Worker's, with no
+    Master), and torch elastic may put rank 0 elsewhere: the job's own code must wait for rank 0."""
+    own = write(tmp_path, "image: {repository: registry.example.com/team/bert, tag: '1.4'}\n" + ELASTIC, "own.yaml")
+    code, out, err = run("validate", own, "--format", "json")
+    assert code == 0
+    [report] = json.loads(out)
+    assert report["valid"] and [w["path"] for w in report["warnings"]] == ["elasticPolicy.enabled"]
+    warning = report["warnings"][0]
+    assert "as soon as the Master's pod succeeds" in warning["message"] and "barrier" in warning["hint"]
+    assert f"{own}: warning: elasticPolicy.enabled: training-operator v1.9.4 declares" in err
+    code, _, err = run("validate", str(MANIFESTS / "elastic-workers.yaml"))
+    assert code == 0 and "warning: spec.elasticPolicy:" in err and "any one Worker's pod succeeds" in err
+
+
+def test_elastic_jobs_of_the_projects_trainer_get_no_warning(tmp_path):
+    """Its ranks wait for rank 0's outputs before they exit (trainer/distributed.finish)."""
+    ours = write(tmp_path, ELASTIC, "ours.yaml")
+    code, out, err = run("validate", ours)
+    assert code == 0 and out == f"{ours}: valid\n" and "warning" not in err
+    code, _, err = run("validate", write(tmp_path, "image: {repository: registry.example.com/team/bert}\n", "plain.yaml"))
+    assert code == 0 and "warning" not in err  # not elastic: the Master (or every Worker) decides

@@ -1,0 +1,124 @@
+"""A container's first process, as a runtime's init (tini, Docker's --init) is: the program runs in a
+PID namespace of its own, so nothing it starts can outlive it, whatever it does to its session, its
+process group or its env; and the namespace dies with whoever started it, even on `kill -9`.
+
+    python -I -S init.py PARENT_PID -- PROGRAM ARGS...
+
+Two processes: this one (outside, in the caller's namespaces) and its child, the namespace's PID 1,
+which starts PROGRAM. Each dies with its parent (PR_SET_PDEATHSIG), and when PID 1 ends the kernel
+kills everything left in the namespace. Signals from the caller reach PID 1, which passes them to
+every process in the namespace (as a process-group signal did before). When PROGRAM ends by itself,
+the container ends; after a stop signal, PID 1 waits for the rest to finish within the caller's grace
+period. The exit status is PROGRAM's (128+N for a signal N).
+
+Run by path with -I -S, never imported by the program it starts: standard library only."""
+import ctypes
+import errno
+import os
+import signal
+import sys
+
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+PR_SET_PDEATHSIG = 1
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+
+
+def _unshare() -> None:
+    """A new PID namespace for our next child; unprivileged, inside a user namespace that maps only
+    our own ids, so the program keeps exactly the rights it had."""
+    uid, gid = os.geteuid(), os.getegid()
+    flags = CLONE_NEWPID | (0 if uid == 0 else CLONE_NEWUSER)
+    if _libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    if uid != 0:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+
+
+def status(raw: int) -> int:
+    return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+
+
+def _pid1(argv: list[str], alive: int) -> int:
+    """The namespace's init: start the program, pass signals on, reap whatever ends."""
+    stopping = []
+
+    def forward(sig, _frame):
+        stopping.append(sig)
+        try:
+            os.kill(-1, sig)  # from PID 1: every other process of the namespace
+        except ProcessLookupError:
+            pass
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    program = os.fork()
+    if program == 0:
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.close(alive)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            print(f"cannot start {argv[0]}: {exc.strerror}", file=sys.stderr, flush=True)
+            os._exit(127 if exc.errno == errno.ENOENT else 126)
+    code = None
+    while True:
+        try:
+            pid, raw = os.wait()
+        except ChildProcessError:  # nothing left in the namespace
+            return code if code is not None else 0
+        except InterruptedError:
+            continue
+        if pid == program:
+            code = status(raw)
+            if not stopping:
+                return code  # the container ends with its program; the kernel kills the rest
+
+
+def main(args: list[str]) -> int:
+    parent, argv = int(args[0]), args[2:]
+    _die_with_parent()
+    if os.getppid() != parent:  # the caller was gone before we could ask to die with it
+        return 137
+    try:
+        _unshare()
+    except OSError as exc:
+        print(f"cannot make a PID namespace ({exc}); running without one", file=sys.stderr, flush=True)
+        os.execvp(argv[0], argv)
+    alive_r, alive_w = os.pipe()  # closes when this process dies: PID 1 cannot see our pid, only this
+    child = os.fork()
+    if child == 0:
+        os.close(alive_w)
+        _die_with_parent()
+        import select
+        if select.select([alive_r], [], [], 0)[0]:  # EOF already: we died before the line above
+            os._exit(137)
+        os._exit(_pid1(argv, alive_r))
+    os.close(alive_r)
+
+    def forward(sig, _frame):
+        try:
+            os.kill(child, sig)
+        except ProcessLookupError:
+            pass
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    while True:
+        try:
+            _, raw = os.waitpid(child, 0)
+            return status(raw)
+        except InterruptedError:
+            continue
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""A container's program under init.py: nothing it starts outlives it or the process that started
+it, whatever it does to its session, and stopping it still gives its children the grace period."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from generator.container.process import Process, pid_namespaces
+
+pytestmark = pytest.mark.skipif(not pid_namespaces(), reason="this machine makes no PID namespaces")
+
+
+def alive(marker: str) -> list[int]:
+    """The `sleep MARKER` processes: argv exactly that, so neither the shells nor init.py, whose
+    arguments also hold it, count."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if f.read() == f"sleep\0{marker}\0".encode():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def gone(marker: str, within: float = 5.0) -> bool:
+    end = time.monotonic() + within
+    while alive(marker) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not alive(marker)
+
+
+@pytest.fixture
+def marker():
+    """A unique `sleep` argument: our escaped processes are found by it, and killed if the test fails."""
+    mark = f"{1000 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    yield mark
+    for pid in alive(mark):
+        os.kill(pid, signal.SIGKILL)
+
+
+def escaping(mark: str) -> str:
+    """A shell that starts a process in a session of its own, out of its process group."""
+    return f"setsid sleep {mark} & echo started; "
+
+
+def test_what_a_program_started_in_its_own_session_ends_with_it(marker):
+    lines = []
+    proc = Process(["sh", "-c", escaping(marker) + "sleep 0.5; exit 4"], dict(os.environ), lines.append, isolate=True)
+    assert proc.wait(10) == 4
+    assert gone(marker), "a process in its own session outlived the program"
+    assert lines == ["started"]
+
+
+def test_a_stop_passes_the_signal_on_and_waits_for_the_children_within_the_grace_period(marker):
+    """The shell dies of SIGTERM at once; the child that traps it still gets to finish."""
+    script = f"sh -c 'trap \"sleep 0.5; echo child done; exit 0\" TERM; sleep {marker} & wait' & sleep 0.3; echo up; wait"
+    lines = []
+    proc = Process(["sh", "-c", script], dict(os.environ), lines.append, isolate=True)
+    while "up" not in lines:
+        time.sleep(0.05)
+    assert proc.stop(grace=10) == 128 + signal.SIGTERM
+    assert "child done" in lines
+    assert gone(marker)
+
+
+def test_everything_dies_with_the_process_that_started_it_even_on_kill_9(marker, tmp_path):
+    """As `generator run` killed with SIGKILL: it gets no chance to stop anything itself."""
+    starter = tmp_path / "starter.py"
+    starter.write_text(textwrap.dedent(f"""
+        import os, sys, time
+        from generator.container.process import Process
+        Process(["sh", "-c", {escaping(marker) + f"sleep {marker}"!r}], dict(os.environ), print, isolate=True)
+        print("ready", flush=True)
+        time.sleep(300)
+    """))
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    parent = subprocess.Popen([sys.executable, str(starter)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        end = time.monotonic() + 10
+        while len(alive(marker)) < 2 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert len(alive(marker)) == 2
+    finally:
+        parent.kill()
+        parent.wait()
+    assert gone(marker), "the program outlived the process that started it"
+
+
+def test_a_program_that_is_not_there_fails_to_start_as_without_init(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Process(["no-such-program-here"], dict(os.environ), print, isolate=True)
+    with pytest.raises(FileNotFoundError):
+        Process(["./missing.sh"], dict(os.environ), print, cwd=tmp_path, isolate=True)
+
+
+def test_exit_codes_read_as_a_runtime_reports_them():
+    assert Process(["sh", "-c", "exit 3"], dict(os.environ), print, isolate=True).wait(10) == 3
+    assert Process(["sh", "-c", "kill -9 $$"], dict(os.environ), print, isolate=True).wait(10) == 137
