@@ -52,7 +52,7 @@ APK = """#!/bin/sh
 shift
 for pkg in "$@"; do
   case "$pkg" in -*) continue;; esac
-  command -v "$pkg" >/dev/null || { echo "ERROR: unable to select packages: $pkg (no such package)" >&2; exit 1; }
+  [ -x "$(dirname "$0")/$pkg" ] || { echo "ERROR: unable to select packages: $pkg (no such package)" >&2; exit 1; }
 done
 echo "OK: the process node's toolbox has $*"
 """
