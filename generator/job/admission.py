@@ -338,13 +338,20 @@ def advice(job: dict) -> list[Finding]:
     if spec.get("elasticPolicy") is None:
         return []
     trainer = defaults.chart_defaults()["image"]["repository"]
-    own = sorted({role for role, rspec in _rspecs(job).items()
-                  if (images.parse(str(pytorch_container(rspec).get("image") or "")) or ("",))[0] != trainer})
+
+    def runs_trainer(container: dict) -> bool:
+        """The trainer image running its trainer: its ENTRYPOINT, or a command that starts the module."""
+        command = [str(c) for c in container.get("command") or []]
+        module = any(a in ("-m", "--module") and b == "trainer" for a, b in zip(command, command[1:], strict=False))
+        return (images.parse(str(container.get("image") or "")) or ("",))[0] == trainer and (not command or module)
+
+    own = sorted(role for role, rspec in _rspecs(job).items() if not runs_trainer(pytorch_container(rspec)))
     if not own:  # the project's trainer: every rank waits for rank 0's outputs before it exits
         return []
     decided = "the Master's pod succeeds" if "Master" in _rspecs(job) else "any one Worker's pod succeeds"
     return [Finding("spec.elasticPolicy", f"training-operator v1.9.4 declares an elastic job Succeeded as soon as {decided}, "
-                    f"and torch elastic may give rank 0 to another pod, so the job can succeed before rank 0 has written "
-                    f"its outputs ({', '.join(own)} run{'s' if len(own) == 1 else ''} an image other than this project's "
-                    "trainer)", hint="make every rank wait for rank 0's outputs before it exits (e.g. torch.distributed."
-                    "barrier() after rank 0 saves), as the project's trainer does")]
+                    "wherever torch elastic put rank 0, and torchrun keeps a finished pod waiting for the others 300 s at "
+                    f"most: the job can succeed before rank 0 has written its outputs ({', '.join(own)} "
+                    f"run{'s' if len(own) == 1 else ''} code other than this project's trainer)",
+                    hint="make every rank wait for rank 0's outputs before it exits (e.g. torch.distributed.barrier() "
+                    "after rank 0 saves), as the project's trainer does")]
