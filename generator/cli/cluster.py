@@ -51,8 +51,11 @@ def command() -> None:
                                       "(pod-security.kubernetes.io/enforce).")
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
+@click.option("--trainer", is_flag=True,
+              help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
+                   "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, trainer, directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
 
     \b
@@ -71,11 +74,14 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security), operator=operator)
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security), operator=operator,
+                         trainer=trainer)
     from generator.controlplane import build
 
     installed = (f"operator release {state.operator.release} in namespace {state.operator.namespace}"
                  if state.operator else "no operator: helm install it")
+    if state.trainer:
+        installed += f", Trainer release {state.trainer.release} in namespace {state.trainer.namespace}"
     click.echo(f"cluster ready: {state.server}, node {state.node} ({installed}); "
                f"kubectl is {build.binary('kubectl')}", err=True)
     click.echo(f"export KUBECONFIG={state.kubeconfig}")
@@ -97,6 +103,9 @@ def status(fmt, directory) -> None:
         click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
+    for pod in report["pods"]:
+        state = f"{pod['phase']}{', ready' if pod['ready'] else ''}"
+        click.echo(f"pod {pod['namespace']}/{pod['name']}  {state}  (release {pod['release']})")
 
 
 @command.command("down")

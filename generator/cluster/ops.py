@@ -172,7 +172,13 @@ def delete(c: api.Cluster, name: str, with_pvc: bool) -> Iterator[str]:
     kind, job = api.find(c, name)
     api.delete_job(c, name, kind)
     yield f"{kind.kind.lower()} {name} deleted"
-    for plural, own in kind.own_companions(job):
+    companions = kind.own_companions(job)
+    if companions:
+        # Trainer's webhook judges every update of a TrainJob against its runtime, the garbage
+        # collector's removal of the foreground-deletion finalizer included: a runtime deleted
+        # first leaves the TrainJob stuck, being deleted, for good. So the job goes first.
+        _gone(c, kind, name, GONE_TIMEOUT)
+    for plural, own in companions:
         obj = api.get_custom(c, kind.group, kind.version, plural, own)
         if obj is not None and _charts(obj.get("metadata", {}).get("labels")):
             api.call(c, "delete", plural, own, c.custom.delete_namespaced_custom_object, kind.group, kind.version,
@@ -188,6 +194,19 @@ def delete(c: api.Cluster, name: str, with_pvc: bool) -> Iterator[str]:
         api.call(c, "delete", "persistentvolumeclaims", claim, c.core.delete_namespaced_persistent_volume_claim,
                  claim, c.namespace)
         yield f"persistentvolumeclaim {claim} deleted"
+
+
+GONE_TIMEOUT = 120.0  # the garbage collector takes a TrainJob's JobSet, Job and pods first
+
+
+def _gone(c: api.Cluster, kind, name: str, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while api.get_custom(c, kind.group, kind.version, kind.plural, name) is not None:
+        if time.monotonic() > end:
+            raise UserError(f"{kind.kind} {name} is still being deleted after {timeout:g}s (its pods and JobSet go "
+                            f"first), so its own runtime was kept; run `python -m generator delete {name} -n "
+                            f"{c.namespace}` again once `kubectl get {kind.plural} {name}` finds nothing")
+        time.sleep(0.5)
 
 
 def _charts(labels: dict | None) -> bool:

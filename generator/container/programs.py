@@ -24,7 +24,7 @@ from generator.container.command import ENTRYPOINT
 
 HOST = "host"  # runs on this machine's filesystem; volume paths in args and env become their folders
 PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
-SHELL = "shell"  # a shell image: this machine's sh and coreutils, with the pod's resolver as nslookup
+SHELL = "shell"  # a shell image: this machine's sh and coreutils, the pod's resolver as nslookup, the cluster's kubectl
 
 USER_HOST = "host"  # --image REPO=host
 CODE_PATH = "/workspace"  # where an image holds its code when neither PATH nor workingDir says
@@ -93,9 +93,19 @@ def _chart_image(chart: Path) -> dict:
     return yaml.safe_load((chart / "values.yaml").read_text())
 
 
-def known(binaries: Mapping[str, Path] | None = None) -> dict[str, Program]:
+# The images of upstream's Kubeflow Trainer and JobSet charts that the local cluster runs, by role.
+UPSTREAM = {
+    "trainer-controller": (PRIVATE, ("/manager",), "Kubeflow Trainer's controller built into the cache"),
+    "jobset": (PRIVATE, ("/manager",), "the JobSet controller built into the cache"),
+    # The runtimes installer's alpine: `apk add kubectl` finds kubectl already there.
+    "installer": (SHELL, ("sh",), "this machine's sh with the cluster's kubectl"),
+}
+
+
+def known(binaries: Mapping[str, Path] | None = None, upstream: Mapping[str, str] | None = None) -> dict[str, Program]:
     """The charts' own images: their repositories are read from the charts' values, never restated.
-    `binaries`: role -> the built program a PRIVATE image runs (the control plane knows where)."""
+    `binaries`: role -> the built program a PRIVATE image runs (the control plane knows where).
+    `upstream`: role -> repository of the upstream charts' images (UPSTREAM), read from those charts."""
     job_values = _chart_image(paths.JOB_CHART)
     operator_values = _chart_image(paths.OPERATOR_CHART)
     trainer = job_values["image"]["repository"]
@@ -110,6 +120,9 @@ def known(binaries: Mapping[str, Path] | None = None) -> dict[str, Program]:
         Program("shell", "busybox", SHELL, ("sh",), what="this machine's sh"),
         Program("test", helm_test, SHELL, ("curl",), what="this machine's sh and curl, for `helm test`"),
     ]
+    # An upstream image that one of ours already is (alpine, our init image too) stays ours.
+    programs += [Program(role, repo, UPSTREAM[role][0], UPSTREAM[role][1], what=UPSTREAM[role][2])
+                 for role, repo in (upstream or {}).items() if repo not in {p.repository for p in programs}]
     binaries = binaries or {}
     return {p.repository: replace(p, binary=binaries.get(p.role)) for p in programs}
 
@@ -179,11 +192,12 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
     return repo, str(where.resolve()) + (f":{at}" if at else "")
 
 
-def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None) -> Program:
+def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None,
+            upstream: Mapping[str, str] | None = None) -> Program:
     """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the
     trainer), `host`, or DIR[:PATH] (your own code). Without `binaries` a built program resolves
     with no binary: `generator run` never starts one."""
-    programs = known(binaries)
+    programs = known(binaries, upstream)
     name = repository(image)
     target = (aliases or {}).get(name, name)
     if target not in programs and name in (aliases or {}):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from generator.container import ports
 from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
+from generator.controlplane import trainer_release as trainer_release_
 
 if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
@@ -91,20 +92,37 @@ def default_storage(sup: Supervisor) -> None:
 
 
 def operator_release(sup: Supervisor) -> None:
-    installed = operator.install(sup.layout, sup.operator_values)
-    sup.save(operator=installed)
-    operator.wait_ready(sup.layout, installed, sup.children["kubelet"])
+    sup.save(operator=operator.install(sup.layout, sup.operator_values))
+
+
+def trainer_release(sup: Supervisor) -> None:
+    # Installed while the operator's pod starts: the releases become ready side by side.
+    sup.save(trainer=trainer_release_.install(sup.layout, operator.helm_env(sup.layout)))
+
+
+def releases_ready(sup: Supervisor) -> None:
+    if sup.state.operator:
+        operator.wait_ready(sup.layout, sup.state.operator, sup.children["kubelet"])
+    if sup.state.trainer:
+        trainer_release_.wait_ready(sup.layout, sup.children["kubelet"])
 
 
 STEPS = [Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
          Step("kube-apiserver", kube_apiserver), Step("kube-controller-manager", kube_controller_manager),
          Step("kube-scheduler", kube_scheduler), Step("node", node), Step("default storage", default_storage),
-         Step("operator release", operator_release)]
+         Step("operator release", operator_release), Step("trainer release", trainer_release),
+         Step("releases ready", releases_ready)]
 
 
-def steps(with_operator: bool) -> list[Step]:
-    """`cluster up --no-operator` stops before the release: the user installs it with helm."""
-    return [s for s in STEPS if with_operator or s.run is not operator_release]
+def steps(with_operator: bool, with_trainer: bool = False) -> list[Step]:
+    """`cluster up --no-operator` leaves out the operator's release (the user installs it with
+    helm), and only `--trainer` installs Kubeflow Trainer's."""
+    left_out = set() if with_operator else {operator_release}
+    if not with_trainer:
+        left_out.add(trainer_release)
+    if not (with_operator or with_trainer):
+        left_out.add(releases_ready)
+    return [s for s in STEPS if s.run not in left_out]
 
 
 def _operator_images(values: dict) -> dict[str, str]:

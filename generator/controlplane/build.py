@@ -1,7 +1,8 @@
 """The control plane's binaries, built once per machine from Go modules: etcd (embed),
 kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes release (this
-folder's go/ module, etcd built alone), kubectl of the same release for the user, training-operator v1.9.4 and the
-helm CLI, each from its own module.
+folder's go/ module, etcd built alone), kubectl of the same release for the user, training-operator
+v1.9.4, the helm CLI and Kubeflow Trainer v2.3.0's controller, each from its own module, and the
+JobSet controller Trainer requires from this folder's jobset/ module.
 
 Each group of binaries lives in the user's cache under a folder named for a hash of what it is
 built from, so every clone, CI run and `git clean` on this machine reuses the same build, and a
@@ -31,20 +32,23 @@ HELM_MODULE = "helm.sh/helm/v4"
 HELM_VERSION = "v4.3.1"
 HELM_PACKAGE = f"{HELM_MODULE}/cmd/helm"
 HELM_BINARY = "helm"
-BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY]
+# Kubeflow Trainer v2 and the JobSet controller its chart depends on (`cluster up --trainer`).
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+TRAINER_VERSION = "v2.3.0"
+TRAINER_PACKAGE = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
+TRAINER_BINARY = "trainer-controller-manager"
+# JobSet's version is the one jobset/go.mod requires; `go install` cannot build it (the proxy will not list it).
+JOBSET_MODULE_DIR = Path(__file__).parent / "jobset"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_BINARY = "jobset"
+BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY]
 # Written last into a group's folder: a folder without it is an interrupted build.
 COMPLETE = ".complete"
 
 
 def kube_version() -> str:
     """The k8s.io/kubernetes release go.mod requires."""
-    for line in (GO_MODULE / "go.mod").read_text().splitlines():
-        parts = line.split()  # "k8s.io/kubernetes v1.36.3" in the require block, or after "require"
-        if parts[:1] == ["require"]:
-            parts = parts[1:]
-        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
-            return parts[1]
-    raise RuntimeError(f"{GO_MODULE / 'go.mod'} requires no k8s.io/kubernetes")
+    return required(GO_MODULE / "go.mod", "k8s.io/kubernetes")
 
 
 def _ldflags() -> str:
@@ -64,6 +68,25 @@ def _module() -> list[str]:
     return [(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text()]
 
 
+def required(go_mod: Path, module: str) -> str:
+    """The version of `module` that the go.mod `go_mod` requires."""
+    for line in go_mod.read_text().splitlines():
+        parts = line.split()  # "k8s.io/kubernetes v1.36.3" in the require block, or after "require"
+        if parts[:1] == ["require"]:
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[0] == module:
+            return parts[1]
+    raise RuntimeError(f"{go_mod} requires no {module}")
+
+
+def jobset_version() -> str:
+    return required(JOBSET_MODULE_DIR / "go.mod", JOBSET_MODULE)
+
+
+def _jobset_stamp() -> str:
+    return "\n".join([(JOBSET_MODULE_DIR / "go.mod").read_text(), (JOBSET_MODULE_DIR / "go.sum").read_text()])
+
+
 def _kube_stamp() -> str:
     return "\n".join([*_module(), _ldflags()])
 
@@ -79,6 +102,8 @@ GROUPS = {
     "kubernetes": (KUBE_COMMANDS, _kube_stamp),
     "operator": ([OPERATOR_BINARY], lambda: f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"),
     "helm": ([HELM_BINARY], lambda: f"{HELM_PACKAGE}@{HELM_VERSION}"),
+    "trainer": ([TRAINER_BINARY], lambda: f"{TRAINER_PACKAGE}@{TRAINER_VERSION}"),
+    "jobset": ([JOBSET_BINARY], _jobset_stamp),
 }
 
 
@@ -136,6 +161,10 @@ def _build(group: str, folder: Path, say) -> None:
         elif group == "etcd":
             say(f"building etcd from go.etcd.io/etcd/server/v3 (embed) into {folder}")
             _go([go, "build", "-o", str(staging) + "/", "./cmd/etcd"], GO_MODULE, {**os.environ, "GOFLAGS": "-mod=mod"})
+        elif group == "jobset":
+            say(f"building the JobSet controller {JOBSET_MODULE}@{jobset_version()} into {folder}")
+            _go([go, "build", "-o", str(staging) + "/", JOBSET_MODULE], JOBSET_MODULE_DIR,
+                {**os.environ, "GOFLAGS": "-mod=mod"})
         else:
             # The operator and helm each build in their own module, with the dependencies they release with.
             package = GROUPS[group][1]()

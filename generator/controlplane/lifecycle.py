@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import build, network, processes, state
+from generator.controlplane import build, network, processes, state, trainer_release
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
@@ -70,13 +70,16 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
-       operator: bool = True) -> ClusterState:
+       operator: bool = True, trainer: bool = False) -> ClusterState:
     current = running(layout)
     if current:
         if current.phase != "ready":
             raise UserError(f"a cluster in {layout.root} is {current.phase}"
                             + (f" ({current.error})" if current.error else "")
                             + "; run `python -m generator cluster down` first")
+        if trainer and not current.trainer:
+            raise UserError(f"the cluster in {layout.root} runs without Kubeflow Trainer; run `python -m generator "
+                            "cluster down`, then `cluster up --trainer`")
         same_images(layout, current, (node or NodeOptions()).images)
         return current
     if values_file and not Path(values_file).is_file():
@@ -103,6 +106,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         argv += ["-f", str(Path(values_file).resolve())]
     if not operator:
         argv.append("--no-operator")
+    if trainer:
+        trainer_release.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
+        argv.append("--trainer")
     argv.append(f"--node={(node or NodeOptions()).encode()}")
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -200,7 +206,30 @@ def status(layout: Layout) -> dict:
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})
+    report["pods"] = _release_pods(layout, current) if alive else []
     return report
+
+
+def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
+    """The pods of the releases `cluster up` installed (the operator's, Trainer's and JobSet's), as
+    the API server lists them; none when it cannot be asked."""
+    from kubernetes import client
+
+    from generator.controlplane import operator
+
+    releases = [r for r in (current.operator, current.trainer) if r]
+    if not releases:
+        return []
+    try:
+        core = client.CoreV1Api(operator.admin_client(layout))
+        listed = [(r, core.list_namespaced_pod(r.namespace, label_selector=f"app.kubernetes.io/instance={r.release}",
+                                               _request_timeout=10).items) for r in releases]
+    except Exception:  # a cluster coming up or going down: the processes above say what runs
+        return []
+    return [{"release": r.release, "namespace": pod.metadata.namespace, "name": pod.metadata.name,
+             "phase": pod.status.phase,
+             "ready": any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])}
+            for r, pods in listed for pod in sorted(pods, key=lambda p: p.metadata.name)]
 
 
 def _warn(message: str) -> None:

@@ -15,7 +15,7 @@ from generator.errors import UserError
 
 # Raised when a field is added, renamed or changes meaning: a state file of another version is
 # refused by name instead of being half-read. Version 1 is the untyped file, which had no version.
-VERSION = 2
+VERSION = 3
 LIVE_PHASES = ("starting", "ready", "degraded")
 
 
@@ -77,6 +77,7 @@ class ClusterState:
     kubeconfig: str | None = None
     node: str | None = None
     operator: OperatorRelease | None = None
+    trainer: OperatorRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
     pod_network: PodNetwork | None = None
     processes: dict[str, Process] = field(default_factory=dict)
 
@@ -97,9 +98,11 @@ class ClusterState:
             raise ValueError(f"unknown fields {', '.join(sorted(unknown))}")
         try:
             operator = raw.pop("operator", None)
+            trainer = raw.pop("trainer", None)
             network = raw.pop("pod_network", None)
             children = raw.pop("processes", None) or {}
             return cls(**raw, operator=OperatorRelease(**operator) if operator else None,
+                       trainer=OperatorRelease(**trainer) if trainer else None,
                        pod_network=PodNetwork(**network) if network else None,
                        processes={name: Process(**info) for name, info in children.items()})
         except TypeError as exc:

@@ -1,10 +1,10 @@
 """The process that owns a local cluster: it runs the bring-up's steps in order (bringup.py:
 the pod network, etcd, the API server, controller-manager and scheduler, the process kubelet,
-default storage, the operator release), keeps DIR/state.json current, marks the cluster degraded
+default storage, the operator release, Kubeflow Trainer's), keeps DIR/state.json current, marks the cluster degraded
 when a child exits, and stops everything on SIGTERM. `generator cluster up` starts it in the
 background.
 
-    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--node JSON]
+    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer] [--node JSON]
 """
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ STOP_ORDER = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apis
 
 
 class Supervisor:
-    def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions):
+    def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False):
         self.layout = layout
+        self.trainer = trainer  # Kubeflow Trainer's release too
         self.operator_values = operator_values  # None: no operator release
         self.node = node
         self.children: dict[str, processes.Child] = {}
@@ -75,7 +76,7 @@ class Supervisor:
         return 0
 
     def _bring_up(self) -> None:
-        steps = bringup.steps(with_operator=self.operator_values is not None)
+        steps = bringup.steps(with_operator=self.operator_values is not None, with_trainer=self.trainer)
         for number, step in enumerate(steps, 1):
             print(f"step {number}/{len(steps)}: {step.name}", flush=True)
             self.save(step=step.name)
@@ -108,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", type=Path)
     parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
     parser.add_argument("--no-operator", action="store_true", help="install no operator release")
+    parser.add_argument("--trainer", action="store_true", help="install Kubeflow Trainer v2 with JobSet")
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
     args = parser.parse_args(argv)
     values = None if args.no_operator else (yaml.safe_load(args.values.read_text()) if args.values else None) or {}
-    supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node)
+    supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node, args.trainer)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

@@ -57,8 +57,11 @@ class TrainJob(JobKind):
         return local_plan.plan_trainjob(objects, run_dir, namespace, aliases)
 
     def running_without_condition(self, job: dict) -> bool:
-        """Trainer sets no Running condition: it runs once any of its Jobs is active."""
-        return any(int(j.get("active") or 0) for j in (job.get("status") or {}).get("jobsStatus") or [])
+        """Trainer sets no Running condition: it runs once any of its Jobs is active, and still runs
+        once they have ended until JobSet's Complete or Failed reaches it (a real Trainer copies
+        `succeeded: 1, active: 0` a moment before the condition)."""
+        return any(int(j.get(k) or 0) for j in (job.get("status") or {}).get("jobsStatus") or []
+                   for k in ("active", "succeeded", "failed"))
 
     def replica_counts(self, job: dict) -> dict[str, dict[str, int]]:
         """Its child Jobs' counts (jobsStatus), as Trainer reports them."""

@@ -87,10 +87,11 @@ def leftover_processes(cluster_dir: Path) -> list[str]:
 
 # The cluster the modules share, started once per test process (most tests only add jobs and pods
 # of their own names or namespaces): the operator chart with leader election on, as test_operator
-# checks, and a node offering one GPU, as test_kubelet's scheduling tests need. A module that
+# checks, a node offering one GPU, as test_kubelet's scheduling tests need, and Kubeflow Trainer
+# v2.3.0 with JobSet beside the operator, which every TrainJob test goes through. A module that
 # overrides operator_values or node_options gets a cluster of its own for its module alone.
 SHARED_VALUES = {"leaderElection": True}
-SHARED_NODE = ["--gpus", "1"]
+SHARED_NODE = ["--gpus", "1", "--trainer"]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -188,9 +189,9 @@ def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, valu
     assert [j["metadata"]["name"] for j in json.loads(proc.stdout)["items"]] == ["mnist"]
 
 
-# A Trainer v2 TrainJob: its CRDs are Trainer's own, the node Job is a real Indexed Job whose pods
-# the process node runs, and the TrainJob's status is written as Trainer writes it (no Trainer
-# controller runs here: tests/support/trainer.py).
+# A Trainer v2 TrainJob through the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 controllers of
+# the shared cluster: Trainer makes the JobSet, JobSet the node Job and headless Service, the Job
+# controller the pods that the process node runs; each writes its own status.
 V2_VALUES = ("target: v2\njob: {name: mnist}\ntopology: {workers: 1}\n"
              "output: {enabled: true, mountOn: all, accessModes: [ReadWriteMany]}\n"
              "resources: {requests: {cpu: 100m, memory: 128Mi}}\nargs: [--dataset=digits, --epochs=1, --threads=1]\n")
@@ -218,23 +219,27 @@ def _lines_of(output: str) -> dict[str, list[str]]:
 def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns, tmp_path):
     from kubernetes import client
 
-    from tests.support import trainer
+    from generator.controlplane import build
 
     api = cluster.api()
-    trainer.install_crds(api)
     values = tmp_path / "v2.yaml"
     values.write_text(V2_VALUES)
     proc = cluster.cli("submit", str(values), "-n", ns, check=True)
     assert proc.stdout == "trainjob mnist created\n"
     assert "trainingruntime mnist applied" in proc.stderr and "persistentvolumeclaim mnist-output applied" in proc.stderr
     status = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)
-    assert (status["kind"], status["state"], status["replicas"]) == ("TrainJob", "Created", {})
+    assert status["kind"] == "TrainJob" and status["state"] in ("Created", "Running")  # Trainer is quick
 
-    trainer.start_nodes(api, ns, "mnist")
     logs = _background(cluster, "logs", "mnist", "-n", ns, "-f")
     waiting = _background(cluster, "wait", "mnist", "-n", ns, "--timeout", "600")
-    assert trainer.record(api, ns, "mnist") == "Complete"
-    out, err = waiting.communicate(timeout=120)
+    # Trainer made the JobSet (owned by the TrainJob), as `kubectl get jobsets` shows a user.
+    wait_for(lambda: subprocess.run([str(build.binary("kubectl")), "get", "jobsets", "-n", ns, "-o", "name"],
+                                    env=cluster.env, capture_output=True, text=True).stdout == "jobset.jobset.x-k8s.io/mnist\n",
+             120, "Trainer to make the JobSet")
+    jobset = client.CustomObjectsApi(api).get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets",
+                                                                        "mnist")
+    assert [(o["kind"], o["name"]) for o in jobset["metadata"]["ownerReferences"]] == [("TrainJob", "mnist")]
+    out, err = waiting.communicate(timeout=600)
     assert waiting.returncode == 0, err
     assert out.strip() == "trainjob mnist complete"
     out, err = logs.communicate(timeout=120)
@@ -260,29 +265,33 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     core = client.CoreV1Api(api)
     wait_for(lambda: not core.list_namespaced_pod(ns, label_selector="jobset.sigs.k8s.io/jobset-name=mnist").items, 120,
              "the TrainJob's pods to go with it")
+    # Deleted in the foreground: the TrainJob goes once the garbage collector has taken its JobSet and Job.
+    wait_for(lambda: cluster.cli("status", "mnist", "-n", ns).returncode == 1, 120, "the TrainJob to go")
     missing = cluster.cli("status", "mnist", "-n", ns)
     assert missing.returncode == 1 and f"PyTorchJob mnist not found in namespace {ns}, nor a TrainJob" in missing.stderr
 
 
 def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluster, ns, tmp_path):
-    from tests.support import trainer
-
-    api = cluster.api()
-    trainer.install_crds(api)
     values = tmp_path / "v2.yaml"
-    # The trainer refuses the flag at once; backoffLimit 0: the first failed node fails the node Job. Under
-    # Never the failed pod stays (the Job controller deletes OnFailure pods as it fails), so wait can name it.
+    # The trainer refuses the flag at once. backoffLimit 1 is the runtime's failurePolicy.maxRestarts 1
+    # with the node Job's backoffLimit 0: the first failed node fails the Job, JobSet restarts the whole
+    # set once, and the second failure ends it. Under Never the failed pod stays (the Job controller
+    # deletes OnFailure pods as it fails), so wait can name it.
     values.write_text("job: {name: broken}\ntopology: {workers: 1}\nargs: [--dataset=digits, --no-such-flag]\n"
-                      "restartPolicy: Never\nrunPolicy: {backoffLimit: 0}\n"
+                      "restartPolicy: Never\nrunPolicy: {backoffLimit: 1}\n"
                       "resources: {requests: {cpu: 100m, memory: 128Mi}}\n")
     assert cluster.cli("submit", str(values), "-n", ns, "--target", "v2", check=True).stdout == "trainjob broken created\n"
-    trainer.start_nodes(api, ns, "broken")
     waiting = _background(cluster, "wait", "broken", "-n", ns, "--timeout", "600")
-    assert trainer.record(api, ns, "broken") == "Failed"
-    _, message = waiting.communicate(timeout=120)
+    _, message = waiting.communicate(timeout=600)
     assert waiting.returncode == 1, message
-    assert ("trainjob broken ended Failed, not Complete: FailedJobs: jobset failed due to one or more job failures; "
-            "first failed pod: broken-node-0-") in message
+    # JobSet's own words: the runtime's failurePolicy.maxRestarts (0 here) was reached, not "FailedJobs".
+    assert ("trainjob broken ended Failed, not Complete: ReachedMaxRestarts: jobset failed due to reaching max number "
+            "of restarts (first failed job: broken-node-0); first failed pod: broken-node-0-") in message
+    from generator.controlplane import build
+
+    restarts = subprocess.run([str(build.binary("kubectl")), "get", "jobset", "broken", "-n", ns, "-o",
+                               "jsonpath={.status.restarts}"], env=cluster.env, capture_output=True, text=True)
+    assert restarts.stdout == "1", restarts.stderr  # JobSet restarted the set once, as the runtime allows
     assert "(container node exited 1: Error)" in message
 
     # diagnose reads the same TrainJob: the failed node's exit code and log, then the TrainJob's reason.
@@ -297,6 +306,6 @@ def test_a_failed_trainjob_ends_wait_with_its_reason_and_first_failed_pod(cluste
                             r"    python -m trainer: error: unrecognized arguments: --no-such-flag\n"
                             r"    torchrun: rank [01] \(local_rank: 0\) failed with exit code 2 "
                             r"\(its traceback of the launcher left out\)", m) for m in said), said
-    assert ("TrainJob/broken", "FailedJobs") in [(f["object"], f["reason"]) for f in found]
+    assert ("TrainJob/broken", "ReachedMaxRestarts") in [(f["object"], f["reason"]) for f in found]
     status = cluster.cli("status", "broken", "-n", ns, check=True).stdout
     assert "diagnose: error: Pod/broken-node-0-" in status

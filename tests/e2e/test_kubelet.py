@@ -187,23 +187,25 @@ def test_status_logs_follow_and_wait_on_a_running_job(cluster, tmp_path):
 
 
 # --- failures ----------------------------------------------------------------------------------
-def _run_locally_and_kill_worker(path: Path, env: dict, run_dir: Path) -> tuple[int, str]:
-    """`generator run` of the same job, with Worker 0 killed by SIGKILL once it trains."""
+def _run_locally_and_kill_worker(path: Path, env: dict, run_dir: Path, first: str = "master-0",
+                                 second: str = "RANK=1") -> tuple[int, str]:
+    """`generator run` of the same job, with Worker 0 (the replica whose env holds `second`) killed
+    by SIGKILL once `first` trains."""
     proc = subprocess.Popen([sys.executable, "-m", "generator", "run", str(path), "--run-dir", str(run_dir)], env=env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     killed = False
     for line in proc.stdout:
         lines.append(line)
-        if not killed and line.startswith("master-0") and "epoch 1 step" in line:
-            worker = _local_replica(proc.pid, "1")
+        if not killed and line.startswith(first) and "epoch 1 step" in line:
+            worker = _local_replica(proc.pid, second)
             os.killpg(worker, signal.SIGKILL)
             killed = True
     assert killed, "".join(lines)
     return proc.wait(timeout=60), "".join(lines)
 
 
-def _local_replica(parent: int, rank: str) -> int:
+def _local_replica(parent: int, variable: str) -> int:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -212,9 +214,9 @@ def _local_replica(parent: int, rank: str) -> int:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == parent and f"RANK={rank}".encode() in environ:
+        if ppid == parent and variable.encode() in environ:
             return int(entry.name)
-    raise AssertionError(f"no replica of rank {rank} under pid {parent}")
+    raise AssertionError(f"no replica with {variable} under pid {parent}")
 
 
 @pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
@@ -241,6 +243,44 @@ def test_a_killed_worker_ends_as_generator_run_ends_it(cluster, tmp_path, policy
         assert "master-0 | exited with code 200; restarting (restartPolicy ExitCode" in local
 
 
+def test_a_killed_trainjob_node_ends_as_generator_run_ends_it(cluster, tmp_path):
+    """The same kill through the real Trainer and JobSet and under `generator run --target v2`:
+    runPolicy.backoffLimit 1 is one restart of the whole set (the node Job's backoffLimit 0), so
+    both restart every node once, resume from the checkpoint on the shared claim and succeed with
+    the same accuracies."""
+    name = "kill-v2"
+    path = values(cluster, tmp_path, name, "--target", "v2", "--workers", "1", "--output-size", "1Gi",
+                  "--backoff-limit", "1", *DIGITS, "--arg=--epochs=6", "--arg=--seed=5")
+    cluster.cli("submit", str(path), "-n", "default", check=True)
+    jobset = "jobset.sigs.k8s.io/jobset-name"
+    try:
+        def node(index: str):
+            found = [p for p in cluster.core().list_namespaced_pod("default", label_selector=f"{jobset}={name}").items
+                     if p.metadata.labels.get("batch.kubernetes.io/job-completion-index") == index
+                     and p.status.phase == "Running"]
+            return found[0] if found else None
+
+        wait_for(lambda: node("0") and "epoch 1 step" in _safe_log(cluster, node("0").metadata.name, "node"), 180,
+                 "node 0 to train")
+        kill(node("1"))
+        outcome = wait_for(lambda: job_state(cluster, name) in ("Complete", "Failed") and job_state(cluster, name),
+                           400, f"{name} to finish")
+        from generator.controlplane import build
+
+        restarts = subprocess.run([str(build.binary("kubectl")), "get", "jobset", name, "-o",
+                                   "jsonpath={.status.restarts}"], env=cluster.env, capture_output=True, text=True)
+        remote = json.loads((output_folder(cluster, f"{name}-output") / "metrics.json").read_text())
+    finally:
+        delete_job(cluster, name)
+    code, local = _run_locally_and_kill_worker(path, {**cluster.env, "PYTHONPATH": str(ROOT)}, tmp_path / "run",
+                                               first="node-0-0", second="PET_NODE_RANK=1")
+    assert ("Complete" if code == 0 else "Failed") == outcome == "Complete", local
+    assert restarts.stdout == "1"  # JobSet restarted every node once
+    assert "the node Job failed, so every node restarts (JobSet restart 1 of 1)" in local
+    mine = json.loads(next((tmp_path / "run").rglob("metrics.json")).read_text())
+    assert mine["epoch_accuracies"] == remote["epoch_accuracies"]
+
+
 def _previous(cluster, pod: str) -> str:
     try:
         return log_of(cluster, pod, "pytorch", previous=True)
@@ -248,9 +288,9 @@ def _previous(cluster, pod: str) -> str:
         return ""
 
 
-def _safe_log(cluster, pod: str) -> str:
+def _safe_log(cluster, pod: str, container: str = "pytorch") -> str:
     try:
-        return log_of(cluster, pod, "pytorch")
+        return log_of(cluster, pod, container)
     except Exception:
         return ""
 
@@ -570,7 +610,9 @@ def _helm(cluster, *args: str) -> subprocess.CompletedProcess:
 
 def test_the_operator_is_a_helm_release_whose_helm_test_passes_on_the_node(cluster):
     listed = json.loads(_helm(cluster, "list", "-A", "-o", "json").stdout)
-    assert [(r["name"], r["namespace"], r["status"], r["chart"]) for r in listed] == [
+    # Kubeflow Trainer's release runs beside it on the shared cluster, as on a cluster moving to v2.
+    assert sorted((r["name"], r["namespace"], r["status"], r["chart"]) for r in listed) == [
+        ("kubeflow-trainer", "kubeflow-system", "deployed", "kubeflow-trainer-2.3.0"),
         ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]
     # The test pod (curl against the operator's metrics Service) runs through the process kubelet.
     tested = _helm(cluster, "test", "training-operator", "-n", "kubeflow")

@@ -214,20 +214,34 @@ def test_the_operator_was_never_denied_by_rbac(cluster):
 
 
 @pytest.mark.parametrize("name", V2_SCENARIOS)
-def test_every_v2_scenario_is_accepted_by_an_api_server_with_trainers_crds(cluster, name):
-    """No Trainer controller runs here, but its v2.3 CRDs (schemas and CEL rules) judge the objects."""
-    from tests.support import trainer
+def test_every_v2_scenario_is_accepted_by_trainers_crds_and_webhooks(cluster, name):
+    """Kubeflow Trainer v2.3.0 runs beside the operator: its CRDs (schemas and CEL rules) and its
+    validating and defaulting webhooks judge the objects. Trainer's webhook reads a TrainJob's
+    runtime, so the job's own TrainingRuntime is created for real (and removed), the TrainJob dry-run."""
+    from kubernetes import client
 
-    trainer.install_crds(cluster.api())
     _ensure_namespace(cluster, scenarios.NAMESPACE)
+    group, version = "trainer.kubeflow.org", "v1alpha1"
     plurals = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes"}
     objects = [o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] in plurals]
     assert "TrainJob" in {o["kind"] for o in objects}
-    for obj in objects:
-        dry = _custom(cluster).create_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", scenarios.NAMESPACE,
-                                                               plurals[obj["kind"]], obj, dry_run="All")
-        # Nothing pruned: every field the chart writes came back (the server adds its defaults).
-        assert _missing(obj["spec"], dry["spec"], "spec") == []
+    created = []
+    try:
+        for obj in sorted(objects, key=lambda o: o["kind"] == "TrainJob"):  # the runtime first
+            args = (group, version, scenarios.NAMESPACE, plurals[obj["kind"]])
+            if obj["kind"] == "TrainingRuntime":
+                served = _custom(cluster).create_namespaced_custom_object(*args, obj)
+                created.append((args, obj["metadata"]["name"]))
+            else:
+                served = _custom(cluster).create_namespaced_custom_object(*args, obj, dry_run="All")
+            # Nothing pruned: every field the chart writes came back (the server adds its defaults).
+            assert _missing(obj["spec"], served["spec"], "spec") == []
+    finally:
+        for args, obj_name in created:
+            try:
+                _custom(cluster).delete_namespaced_custom_object(*args, obj_name)
+            except client.ApiException as exc:
+                assert exc.status == 404
 
 
 def _missing(wrote: object, served: object, path: str) -> list[str]:

@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from generator.container import ports, programs
-from generator.controlplane import network, pki
+from generator.controlplane import build, network, pki
 from generator.controlplane.kubelet import cgroups, logs, node
 from generator.controlplane.kubelet.pod import SHUTDOWN_GRACE, PodWorker, now, transient
 from generator.controlplane.layout import MARKER, Layout
@@ -43,6 +43,18 @@ answer=$(getent hosts "$target") || { echo "** server can't find $target: NXDOMA
 echo "Server:    process-kubelet"
 echo "Name:      $target"
 echo "Address:   ${answer%% *}"
+"""
+
+# apk in a shell image: what the toolbox already holds (kubectl) is installed; anything else is not
+# there to install, as for an alpine without network.
+APK = """#!/bin/sh
+[ "$1" = add ] || { echo "apk $1: not available on the process node" >&2; exit 1; }
+shift
+for pkg in "$@"; do
+  case "$pkg" in -*) continue;; esac
+  [ -x "$(dirname "$0")/$pkg" ] || { echo "ERROR: unable to select packages: $pkg (no such package)" >&2; exit 1; }
+done
+echo "OK: the process node's toolbox has $*"
 """
 
 
@@ -272,8 +284,12 @@ class Kubelet:
 
     def run(self) -> None:
         self.toolbox.mkdir(parents=True, exist_ok=True)
-        (self.toolbox / "nslookup").write_text(NSLOOKUP)
-        (self.toolbox / "nslookup").chmod(0o755)
+        for name, text in (("nslookup", NSLOOKUP), ("apk", APK)):
+            (self.toolbox / name).write_text(text)
+            (self.toolbox / name).chmod(0o755)
+        kubectl = self.toolbox / "kubectl"  # the shell images' kubectl: the cluster's own release
+        kubectl.unlink(missing_ok=True)
+        kubectl.symlink_to(build.binary("kubectl"))
         ca = pki.Authority(self.layout.pki)
         serving = ca.issue(f"kubelet-serving-{self.node_ip}", self.name, server=True, names=[self.name],
                            ips=[self.node_ip, "127.0.0.1"])

@@ -310,7 +310,8 @@ class PodWorker(threading.Thread):
     def _start(self, c: Container) -> None:
         restarting = c.proc is not None
         try:
-            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases, runtime.binaries())
+            program = programs.resolve(c.spec.get("image", ""), self.kubelet.aliases, runtime.binaries(),
+                                       runtime.upstream())
         except programs.ImagePullError as exc:
             first = c.state.get("waiting", {}).get("reason") not in ("ErrImagePull", "ImagePullBackOff")
             c.state = {"waiting": {"reason": "ErrImagePull" if first else "ImagePullBackOff", "message": str(exc)}}

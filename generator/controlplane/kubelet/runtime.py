@@ -33,7 +33,8 @@ def _unshare() -> list[str]:
     return ["unshare", "--mount", "--uts", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
 
 
-TOOLBOX = "/var/run/pod/bin"  # where a shell image finds the kubelet's nslookup
+TOOLBOX = "/var/run/pod/bin"
+RELOCATED = "/var/run/pod/files"  # where a file mounted at a path this machine lacks goes  # where a shell image finds the kubelet's nslookup
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]
         order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
         for i in order:
             source, target, read_only = mounts[i]
+            if target.startswith(RELOCATED + "/"):
+                lines.append(f"mkdir -p {q(str(Path(target).parent))}")
             lines.append(f"mkdir -p {q(target)}" if source.is_dir() else f"touch {q(target)}")
             lines.append(f"mount --bind /var/run/pod/{i} {q(target)}")
             if read_only:
@@ -113,7 +116,15 @@ def binaries() -> dict[str, Path]:
     """The built programs images stand for: the control plane's build knows where they are."""
     from generator.controlplane import build
 
-    return {"operator": build.binary(build.OPERATOR_BINARY)}
+    return {"operator": build.binary(build.OPERATOR_BINARY), "trainer-controller": build.binary(build.TRAINER_BINARY),
+            "jobset": build.binary(build.JOBSET_BINARY)}
+
+
+def upstream() -> dict[str, str]:
+    """The images of upstream's Trainer and JobSet charts, by role."""
+    from generator.controlplane import trainer_release
+
+    return trainer_release.images()
 
 
 @dataclass
@@ -142,7 +153,8 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
             if within != source.resolve() and source.resolve() not in within.parents:
                 raise StartError(f'subPath "{mount["subPath"]}" of volumeMount "{mount["name"]}" leads out of the volume')
             source = within
-            source.mkdir(parents=True, exist_ok=True)
+            if not source.is_file():  # a key of a Secret or ConfigMap volume is a file; else a folder is made
+                source.mkdir(parents=True, exist_ok=True)
         mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
     env = {**env}
     if program.mode == programs.HOST:
@@ -164,8 +176,16 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
         raise StartError(f"{argv[0]} is not in image {program.repository}, whose program is {program.entrypoint[0]}")
     else:
         binary = program.binary
+    for i, (source, target, read_only) in enumerate(mounts):
+        if not _mountable(target) and _named(target, argv):
+            # A path the program is told of that this machine lacks (Trainer's and JobSet's
+            # `--config=/controller_manager_config.yaml`, the runtimes installer's /manifests): mounted
+            # in the container's own /var/run instead, and its command line says so there.
+            moved = f"{RELOCATED}{target}"
+            argv = [_named(target, [a], moved) or a for a in argv]
+            mounts[i] = (source, moved, read_only)
     for _, target, _ in mounts:
-        if not target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) and not Path(target).is_dir():
+        if not _mountable(target):
             raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                              f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
     return Prepared(argv, env, workdir, mounts, binary)
@@ -180,6 +200,23 @@ def _mount_point(path: str) -> None:
         raise StartError(f"cannot make the mount point {path} for the image's code folder: {exc}") from None
     if not Path(path).is_dir():
         raise StartError(f"{path}, where the image's code folder mounts, is not a folder on this machine")
+
+
+def _mountable(target: str) -> bool:
+    """Whether a private mount namespace can mount at `target` without creating it on this machine."""
+    return target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) or Path(target).is_dir()
+
+
+def _named(target: str, argv: list[str], moved: str | None = None) -> str:
+    """The first argument naming `target` as a whole path (alone, after `=`, or inside a script),
+    with `target` written as `moved` when given; '' when none names it."""
+    import re
+
+    pattern = re.compile(rf"(?<![\w./-]){re.escape(target)}(?=[/\s\"':;]|$)")
+    for arg in argv:
+        if pattern.search(arg):
+            return pattern.sub(moved, arg) if moved is not None else arg
+    return ""
 
 
 def start(program: programs.Program, container: dict, env: dict[str, str], volumes: dict[str, Path], hostname: str,

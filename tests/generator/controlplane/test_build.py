@@ -57,7 +57,7 @@ def test_each_group_is_built_once_and_reused(go, monkeypatch, tmp_path):
     assert sorted(build.missing()) == sorted(build.BINARIES)
     paths = build.ensure(say=lambda line: None)
     assert set(paths) == set(build.BINARIES) and all(p.is_file() for p in paths.values())
-    groups = len(build.GROUPS)  # etcd, kubernetes, operator, helm: one go call each
+    groups = len(build.GROUPS)  # etcd, kubernetes, operator, helm, trainer, jobset: one go call each
     assert len(go()) == groups
     # A second clone, a CI run or a `git clean` asks again: nothing is built.
     assert build.missing() == [] and build.ensure(say=lambda line: None) == paths and len(go()) == groups
@@ -113,3 +113,27 @@ def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(UserError, match="`go` is not on PATH; install Go"):
         build.ensure(say=lambda line: None)
     assert not any(Path(tmp_path / "cache").glob("controlplane/*/etcd"))
+
+
+def test_trainer_and_jobset_build_at_their_pins(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    paths = build.ensure(say=lambda line: None)
+    assert f"install {build.TRAINER_PACKAGE}@v2.3.0" in go()
+    # JobSet cannot be `go install`ed here: it is built in a module of ours that requires v0.12.0.
+    assert any(c.startswith("build -o") and c.endswith(" sigs.k8s.io/jobset") for c in go())
+    assert build.jobset_version() == "v0.12.0"
+    assert paths["jobset"].parent != paths["kube-apiserver"].parent  # not the control plane's module
+
+
+def test_a_changed_jobset_pin_rebuilds_jobset_alone(go, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    old = build.ensure(say=lambda line: None)
+    module = tmp_path / "jobset"
+    module.mkdir()
+    (module / "go.mod").write_text((build.JOBSET_MODULE_DIR / "go.mod").read_text().replace("v0.12.0", "v0.12.1"))
+    (module / "go.sum").write_text((build.JOBSET_MODULE_DIR / "go.sum").read_text())
+    monkeypatch.setattr(build, "JOBSET_MODULE_DIR", module)
+    assert build.missing() == [build.JOBSET_BINARY] and build.jobset_version() == "v0.12.1"
+    new = build.ensure(say=lambda line: None)
+    assert len(go()) == 6 and new["jobset"] != old["jobset"] and new["trainer-controller-manager"] == old[
+        "trainer-controller-manager"]

@@ -132,8 +132,15 @@ def test_the_operator_install_is_helm_install_of_the_chart_against_this_cluster(
 def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_without_an_operator():
     names = [s.name for s in bringup.steps(with_operator=True)]
     assert names == ["pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
-                     "kube-scheduler", "node", "default storage", "operator release"]
-    assert [s.name for s in bringup.steps(with_operator=False)] == names[:-1]
+                     "kube-scheduler", "node", "default storage", "operator release", "releases ready"]
+    assert [s.name for s in bringup.steps(with_operator=False)] == names[:-2]
+
+
+def test_trainer_is_installed_only_when_asked_and_both_releases_start_before_either_is_waited_for():
+    names = [s.name for s in bringup.steps(with_operator=True, with_trainer=True)]
+    assert names[-3:] == ["operator release", "trainer release", "releases ready"]
+    assert [s.name for s in bringup.steps(with_operator=False, with_trainer=True)][-2:] == ["trainer release",
+                                                                                          "releases ready"]
 
 
 @pytest.mark.parametrize("level", ["baseline", "restricted", "privileged"])

@@ -119,3 +119,34 @@ def test_your_image_without_a_command_is_refused_before_anything_runs(tmp_path):
                                                  r"the image's ENTRYPOINT \(registry.example.com/ml/toy runs as this "
                                                  r"machine's python, torchrun, bash and sh\); write the command"):
         run(program, {"name": "pytorch", "args": ["--epochs", "1"]}, {}, tmp_path)
+
+
+def test_a_path_this_machine_lacks_that_the_command_names_is_mounted_in_the_containers_own_run(tmp_path):
+    # The runtimes installer of Trainer's chart: a ConfigMap at /manifests, named inside its script;
+    # and a key of it mounted by subPath as a file at the root, as the controllers' config is.
+    manifests = tmp_path / "volumes" / "manifests"
+    manifests.mkdir(parents=True)
+    (manifests / "runtimes.yaml").write_text("kind: ClusterTrainingRuntime\n")
+    code, lines = run(images.of("shell"), {"name": "apply", "command": ["sh", "-c", (
+        "cat /manifests/runtimes.yaml; cat /runtimes.yaml; echo /manifests-other")],
+        "volumeMounts": [{"name": "m", "mountPath": "/manifests", "readOnly": True},
+                         {"name": "m", "mountPath": "/runtimes.yaml", "subPath": "runtimes.yaml"}]},
+        {"m": manifests}, tmp_path)
+    assert code == 0, lines
+    assert lines == ["kind: ClusterTrainingRuntime", "kind: ClusterTrainingRuntime", "/manifests-other"]
+    assert not Path("/manifests").exists() and not Path("/runtimes.yaml").exists()  # nothing made on this machine
+
+
+def test_apk_add_finds_what_the_toolbox_holds_and_refuses_the_rest(tmp_path):
+    from generator.controlplane import kubelet
+
+    toolbox = tmp_path / "toolbox"  # the node's, on a shell image's PATH
+    toolbox.mkdir()
+    for name, text in (("apk", kubelet.APK), ("kubectl", "#!/bin/sh\necho kubectl\n")):
+        (toolbox / name).write_text(text)
+        (toolbox / name).chmod(0o755)
+    code, lines = run(images.of("shell"), {"name": "i", "command": [
+        "sh", "-c", "apk add --no-cache kubectl && kubectl && apk add --no-cache jq; echo $?"]}, {}, tmp_path)
+    assert code == 0, lines
+    assert lines[1] == "kubectl" and lines[-1] == "1"
+    assert any("unable to select packages: jq" in line for line in lines)

@@ -56,6 +56,9 @@ def test_a_trainjob_without_a_running_condition_runs_once_a_child_job_is_active(
     busy = {"kind": "TrainJob", "status": {"jobsStatus": [{"name": "node", "active": 2}]}}
     assert kinds.TRAINJOB.condition(idle) == ("Created", {})
     assert kinds.TRAINJOB.condition(busy) == ("Running", {})
+    # Its Job ended but JobSet's condition has not reached the TrainJob yet: still Running, not back to Created.
+    ended = {"kind": "TrainJob", "status": {"jobsStatus": [{"name": "node", "active": 0, "succeeded": 1}]}}
+    assert kinds.TRAINJOB.condition(ended) == ("Running", {})
     assert kinds.PYTORCHJOB.condition({"kind": "PyTorchJob", "status": busy["status"]}) == ("Created", {})
     done = {"type": "Complete", "status": "True"}
     assert kinds.TRAINJOB.condition({**busy, "status": {**busy["status"], "conditions": [done]}}) == ("Complete", done)

@@ -1,0 +1,54 @@
+"""The README's `Trainer v2 on your machine` block, run as written on a cluster of its own with
+the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0, each command's output compared with the
+README's sample in the words test_readme_cluster puts machine-specific text in."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import test_readme_cluster as readme_cluster
+from tests.e2e.test_readme_cluster import README, README_CLUSTER, same_words, steps
+from tests.support.samples import mismatch
+
+shell = readme_cluster.shell  # the same clone's folder and shell, a cluster under its tmp_path
+
+pytestmark = pytest.mark.e2e
+
+SECTION = README.split("### Trainer v2 on your machine", 1)[1].split("\n## ", 1)[0]
+BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+
+
+def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):
+    from generator import paths
+    from generator.controlplane import build
+    from generator.controlplane.kubelet import node_name
+
+    workdir, env = shell
+    cluster_dir, cache = workdir / "cluster", paths.cache_dir()
+    listed = steps(BLOCK)
+    assert shlex.split(listed[0][0])[3:6] == ["cluster", "up", "--trainer"] and listed[-1][0].endswith("cluster down")
+    try:
+        for command, sample in listed:
+            if command.startswith("export "):
+                name, value = command.removeprefix("export ").split("=", 1)
+                env[name] = value.replace(README_CLUSTER, str(cluster_dir))
+                continue
+            words = shlex.split(command)
+            if words[0] == "python":
+                words[0] = sys.executable
+            else:  # the README finds kubectl in the cache folder with a glob, as a shell would
+                words[0] = str(build.binary("kubectl"))
+                assert Path(words[0]).match(command.split()[0].replace("~/.cache/pytorchjob-kit/", "*/"))
+            done = subprocess.run(words, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=900)
+            assert done.returncode == 0, f"{command}\n{done.stdout}"
+            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, done.stdout))
+            assert mismatch(expected, printed) == "", f"{command}: {mismatch(expected, printed)}\n{printed}"
+    finally:
+        subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,
+                       capture_output=True, timeout=180)
