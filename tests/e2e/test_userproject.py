@@ -3,9 +3,8 @@ API server and operator, on a node that knows their image as the project's folde
 --image REPO=DIR`). The node mounts the folder read-only at /workspace in each container's own
 mount namespace, where the manifests name their script.
 
-The TrainJob runs without Trainer's controller (tests/support/trainer.py writes what it and
-JobSet would); once the real Trainer is installed by `cluster up`, the same test applies as is
-and only the stand-in's two calls go."""
+The TrainJob goes through the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 (`cluster up
+--trainer`)."""
 from __future__ import annotations
 
 import json
@@ -27,7 +26,7 @@ CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.
 def node_options() -> list[str]:
     # Kubeflow's cpu-demo runs 2 pods of 2 ranks each: 4 CPUs asked for in all.
     # The Kubeflow SDK's function-based jobs run on its pytorch/pytorch base image: this machine's python here.
-    return ["--cpu", "8", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
+    return ["--cpu", "8", "--trainer", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
             "--image", "pytorch/pytorch=host"]
 
 
@@ -78,14 +77,9 @@ def test_a_failing_script_fails_the_job_and_diagnose_shows_its_exit_code_and_las
 
 
 def test_the_trainjob_runs_every_node_through_torchrun(cluster, ns):
-    from tests.support import trainer
-
-    api = cluster.api()
-    trainer.install_crds(api)
-    proc = cluster.cli("submit", "tests/userproject/trainjob.yaml", "-n", ns, check=True)
-    assert proc.stdout == "trainjob toy-v2 created\n"
-    trainer.start_nodes(api, ns, "toy-v2")
-    assert trainer.record(api, ns, "toy-v2") == "Complete"
+    proc = cluster.cli("submit", "tests/userproject/trainjob.yaml", "-n", ns, "--wait", "--timeout", "600", timeout=660)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("trainjob toy-v2 created\n")
     result = json.loads((claim_folder(cluster, ns, "toy-v2-output") / "result.json").read_text())
     assert result["world_size"] == 2
 
