@@ -61,6 +61,27 @@ def same_words(text: str, cluster_dir: Path, cache: Path, node: str) -> str:
     return "\n".join(rows)
 
 
+def run_step(command: str, workdir: Path, env: dict, cluster_dir: Path) -> str | None:
+    """One README command as a shell would run it, in `workdir` with `env` (an `export` changes
+    `env`, and returns None); what it printed, stdout and stderr together. Fails on a non-zero exit."""
+    from generator.controlplane import build
+
+    if command.startswith("export "):
+        name, value = command.removeprefix("export ").split("=", 1)
+        env[name] = value.replace(README_CLUSTER, str(cluster_dir))
+        return None
+    words = shlex.split(command)
+    if words[0] == "python":
+        words[0] = sys.executable
+    else:  # the README finds kubectl in the cache folder with a glob, as a shell would
+        words[0] = str(build.binary("kubectl"))
+        assert Path(words[0]).match(command.split()[0].replace("~/.cache/pytorchjob-kit/", "*/"))
+    done = subprocess.run(words, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+    assert done.returncode == 0, f"{command}\n{done.stdout}"
+    return done.stdout
+
+
 @pytest.fixture
 def shell(tmp_path):
     """A clone's folder (runs/ beside charts/) and a shell whose cluster lives under tmp_path."""
@@ -89,22 +110,12 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
     up_sample = listed[0][1]
     try:
         for command, sample in listed:
-            if command.startswith("export "):
-                name, value = command.removeprefix("export ").split("=", 1)
-                env[name] = value.replace(README_CLUSTER, str(cluster_dir))
+            printed = run_step(command, workdir, env, cluster_dir)
+            if printed is None:
                 continue
-            words = shlex.split(command)
-            if words[0] == "python":
-                words[0] = sys.executable
-            else:  # the README finds kubectl in the cache folder with a glob, as a shell would
-                words[0] = str(build.binary("kubectl"))
-                assert Path(words[0]).match(command.split()[0].replace("~/.cache/pytorchjob-kit/", "*/"))
-            done = subprocess.run(words, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=900)
-            assert done.returncode == 0, f"{command}\n{done.stdout}"
-            if command.endswith("cluster up --cpu 4") and "building " not in done.stdout:
+            if command.endswith("cluster up --cpu 4") and "building " not in printed:
                 sample = "\n".join(x for x in sample.splitlines() if not x.startswith("building "))
-            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, done.stdout))
+            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, printed))
             assert mismatch(expected, printed) == "", f"{command}: {mismatch(expected, printed)}\n{printed}"
     finally:
         subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,

@@ -7,12 +7,11 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.e2e import test_readme_cluster as readme_cluster
-from tests.e2e.test_readme_cluster import README, README_CLUSTER, same_words, steps
+from tests.e2e.test_readme_cluster import README, same_words, steps
 from tests.support.samples import mismatch
 
 shell = readme_cluster.shell  # the same clone's folder and shell, a cluster under its tmp_path
@@ -25,7 +24,6 @@ BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
 
 def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):
     from generator import paths
-    from generator.controlplane import build
     from generator.controlplane.kubelet import node_name
 
     workdir, env = shell
@@ -34,20 +32,10 @@ def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):
     assert shlex.split(listed[0][0])[3:6] == ["cluster", "up", "--trainer"] and listed[-1][0].endswith("cluster down")
     try:
         for command, sample in listed:
-            if command.startswith("export "):
-                name, value = command.removeprefix("export ").split("=", 1)
-                env[name] = value.replace(README_CLUSTER, str(cluster_dir))
+            printed = readme_cluster.run_step(command, workdir, env, cluster_dir)
+            if printed is None:
                 continue
-            words = shlex.split(command)
-            if words[0] == "python":
-                words[0] = sys.executable
-            else:  # the README finds kubectl in the cache folder with a glob, as a shell would
-                words[0] = str(build.binary("kubectl"))
-                assert Path(words[0]).match(command.split()[0].replace("~/.cache/pytorchjob-kit/", "*/"))
-            done = subprocess.run(words, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=900)
-            assert done.returncode == 0, f"{command}\n{done.stdout}"
-            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, done.stdout))
+            expected, printed = (same_words(t, cluster_dir, cache, node_name()) for t in (sample, printed))
             assert mismatch(expected, printed) == "", f"{command}: {mismatch(expected, printed)}\n{printed}"
     finally:
         subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,
