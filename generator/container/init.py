@@ -8,8 +8,8 @@ Two processes: this one (outside, in the caller's namespaces) and its child, the
 which starts PROGRAM. Each dies with its parent (PR_SET_PDEATHSIG), and when PID 1 ends the kernel
 kills everything left in the namespace. Signals from the caller reach PID 1, which passes them to
 every process in the namespace (as a process-group signal did before). When PROGRAM ends by itself,
-the container ends; after a stop signal, PID 1 waits for the rest to finish within the caller's grace
-period. The exit status is PROGRAM's (128+N for a signal N).
+the container ends once what it left has ended, or after a few seconds; after a stop signal, PID 1
+waits for the rest to finish within the caller's grace period. The exit status is PROGRAM's (128+N for a signal N).
 
 Run by path with -I -S, never imported by the program it starts: standard library only."""
 import ctypes
@@ -17,9 +17,11 @@ import errno
 import os
 import signal
 import sys
+import time
 
 CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 PR_SET_PDEATHSIG = 1
+SETTLE_SECONDS = 5.0
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -69,10 +71,10 @@ def _pid1(argv: list[str], alive: int) -> int:
         except OSError as exc:
             print(f"cannot start {argv[0]}: {exc.strerror}", file=sys.stderr, flush=True)
             os._exit(127 if exc.errno == errno.ENOENT else 126)
-    code = None
+    code, settle = None, None
     while True:
         try:
-            pid, raw = os.wait()
+            pid, raw = os.waitpid(-1, os.WNOHANG if settle else 0)
         except ChildProcessError:  # nothing left in the namespace
             return code if code is not None else 0
         except InterruptedError:
@@ -80,7 +82,13 @@ def _pid1(argv: list[str], alive: int) -> int:
         if pid == program:
             code = status(raw)
             if not stopping:
-                return code  # the container ends with its program; the kernel kills the rest
+                # What the program left (a launcher's workers closing their connections) gets a
+                # moment to end by itself; then the container ends and the kernel kills the rest.
+                settle = time.monotonic() + SETTLE_SECONDS
+        elif pid == 0:
+            if settle and time.monotonic() > settle:
+                return code
+            time.sleep(0.02)
 
 
 def main(args: list[str]) -> int:
