@@ -93,12 +93,15 @@ def _chart_image(chart: Path) -> dict:
     return yaml.safe_load((chart / "values.yaml").read_text())
 
 
-# The images of upstream's Kubeflow Trainer and JobSet charts that the local cluster runs, by role.
+# The images of upstream's Kubeflow Trainer and JobSet charts that the local cluster runs, by role,
+# with each image's USER: the two controllers are distroless `nonroot` images (65532), which their
+# charts' runAsNonRoot relies on.
+NONROOT = (65532, 65532)
 UPSTREAM = {
-    "trainer-controller": (PRIVATE, ("/manager",), "Kubeflow Trainer's controller built into the cache"),
-    "jobset": (PRIVATE, ("/manager",), "the JobSet controller built into the cache"),
+    "trainer-controller": (PRIVATE, ("/manager",), "Kubeflow Trainer's controller built into the cache", NONROOT),
+    "jobset": (PRIVATE, ("/manager",), "the JobSet controller built into the cache", NONROOT),
     # The runtimes installer's alpine: `apk add kubectl` finds kubectl already there.
-    "installer": (SHELL, ("sh",), "this machine's sh with the cluster's kubectl"),
+    "installer": (SHELL, ("sh",), "this machine's sh with the cluster's kubectl", (0, 0)),
 }
 
 
@@ -121,7 +124,7 @@ def known(binaries: Mapping[str, Path] | None = None, upstream: Mapping[str, str
         Program("test", helm_test, SHELL, ("curl",), what="this machine's sh and curl, for `helm test`"),
     ]
     # An upstream image that one of ours already is (alpine, our init image too) stays ours.
-    programs += [Program(role, repo, UPSTREAM[role][0], UPSTREAM[role][1], what=UPSTREAM[role][2])
+    programs += [Program(role, repo, UPSTREAM[role][0], UPSTREAM[role][1], what=UPSTREAM[role][2], user=UPSTREAM[role][3])
                  for role, repo in (upstream or {}).items() if repo not in {p.repository for p in programs}]
     binaries = binaries or {}
     return {p.repository: replace(p, binary=binaries.get(p.role)) for p in programs}
