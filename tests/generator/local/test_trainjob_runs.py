@@ -50,8 +50,10 @@ def test_the_job_succeeds_only_when_every_node_has(tmp_path):
 
 
 def test_a_failed_node_job_restarts_every_node_within_max_restarts(tmp_path):
-    # life 1: node 1 fails while node 0 is busy; life 2: both succeed
-    code = LIFE + "sys.exit(0) if n else (time.sleep(60) if rank == '0' else sys.exit(3))"
+    # life 1: node 1 fails once node 0 is busy (it waits for node 0's mark, so a slow start under
+    # load cannot let node 0 be stopped before its first life counted); life 2: both succeed
+    wait_for_0 = "[time.sleep(0.05) for _ in range(600) if not (p.parent / '0').exists()]; "
+    code = LIFE + wait_for_0 + "sys.exit(0) if n else (time.sleep(60) if rank == '0' else sys.exit(3))"
     plan, marker = nodes_plan(tmp_path, code, node_backoff_limit=0, max_set_restarts=1)
     sink = Sink()
     outcome = local_run.Runner(plan, out=sink).run()
