@@ -48,7 +48,19 @@ def status(raw: int) -> int:
     return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
 
 
-def _pid1(argv: list[str], alive: int) -> int:
+def _next_pid(pid: int) -> None:
+    """Every namespace would start its program as PID 2, and programs on one host tell each other
+    apart by host name and PID: torchrun's c10d rendezvous takes two such nodes for one, and a
+    2-node job then hangs. So the program gets, inside, the PID its starter has outside: unique on
+    the host while it runs. We own the namespace, so we may set where its PIDs continue."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+    except OSError:  # a kernel without it: PIDs repeat across namespaces, as they did before
+        pass
+
+
+def _pid1(argv: list[str], alive: int, unique: int) -> int:
     """The namespace's init: start the program, pass signals on, reap whatever ends."""
     stopping = []
 
@@ -61,6 +73,7 @@ def _pid1(argv: list[str], alive: int) -> int:
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
+    _next_pid(unique)
     program = os.fork()
     if program == 0:
         for sig in FORWARDED:
@@ -101,6 +114,7 @@ def main(args: list[str]) -> int:
     except OSError as exc:
         print(f"cannot make a PID namespace ({exc}); running without one", file=sys.stderr, flush=True)
         os.execvp(argv[0], argv)
+    outer = os.getpid()
     alive_r, alive_w = os.pipe()  # closes when this process dies: PID 1 cannot see our pid, only this
     child = os.fork()
     if child == 0:
@@ -109,7 +123,7 @@ def main(args: list[str]) -> int:
         import select
         if select.select([alive_r], [], [], 0)[0]:  # EOF already: we died before the line above
             os._exit(137)
-        os._exit(_pid1(argv, alive_r))
+        os._exit(_pid1(argv, alive_r, outer))
     os.close(alive_r)
 
     def forward(sig, _frame):

@@ -113,7 +113,7 @@ class Runner:
             self._emit(state, text)
 
         try:
-            state.proc = Process(r.argv, env, line, cwd=r.cwd)
+            state.proc = Process(r.argv, env, line, cwd=r.cwd, isolate=True)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127

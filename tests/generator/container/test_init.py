@@ -107,3 +107,14 @@ def test_a_program_that_is_not_there_fails_to_start_as_without_init(tmp_path):
 def test_exit_codes_read_as_a_runtime_reports_them():
     assert Process(["sh", "-c", "exit 3"], dict(os.environ), print, isolate=True).wait(10) == 3
     assert Process(["sh", "-c", "kill -9 $$"], dict(os.environ), print, isolate=True).wait(10) == 137
+
+
+def test_programs_in_namespaces_of_their_own_still_have_pids_no_other_program_has():
+    """torchrun tells nodes apart by host name and PID; every namespace starting its program as
+    PID 2 made two nodes on one host one node to its rendezvous."""
+    outs: list[list[str]] = [[], [], []]
+    procs = [Process([sys.executable, "-c", "import os, time; print(os.getpid()); time.sleep(0.5)"],
+                     dict(os.environ), out.append, isolate=True) for out in outs]
+    assert [p.wait(10) for p in procs] == [0, 0, 0]
+    pids = [int(out[0]) for out in outs]
+    assert len(set(pids)) == 3 and 2 not in pids, pids

@@ -1,5 +1,6 @@
 """`python -m generator run`: the operator's contract and semantics on this machine."""
 import json
+import os
 import signal
 import sys
 import time
@@ -237,6 +238,27 @@ def test_a_second_ctrl_c_kills_replicas_that_ignore_sigterm(tmp_path):
     assert time.monotonic() - started < 8  # not the 10 s grace period
     assert code == 130 and "killing the replicas now" in err
     assert local_jobs.alive(marker) == []
+
+
+def test_replicas_die_with_the_runner_even_on_kill_9_and_whatever_they_started_in_new_sessions(tmp_path):
+    """`kill -9` of `generator run` gives it no chance to stop anything: its replicas, and what they
+    started in a session of their own, go with it all the same, as a pod's processes go with the pod."""
+    escaper = ("import subprocess, time; subprocess.Popen(['sleep', '300'], start_new_session=True); "
+               "print('up', flush=True); time.sleep(120)")
+    body, marker = local_jobs.job("orphans", escaper, escaper, workers=1)
+    runner = local_jobs.Generator("run", local_jobs.write(tmp_path, body), cwd=tmp_path)
+    try:
+        runner.wait_for("| up", count=2)
+        assert len(local_jobs.alive(marker)) >= 4  # two replicas and their two sleeps, at least
+        runner.proc.kill()
+        runner.proc.wait()
+        end = time.monotonic() + 5
+        while local_jobs.alive(marker) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert local_jobs.alive(marker) == []
+    finally:
+        for pid in local_jobs.alive(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_dry_run_prints_the_plan(tmp_path):
