@@ -95,7 +95,10 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
                          f"(kubectl get {resource} -n {cluster.namespace})")
     if "admission webhook" in message and "denied" in message:
         denial = message.split("denied the request:", 1)[-1].strip()
-        return UserError(f"the operator's webhook rejected {_kind(resource)} {name}: {denial}; fix the job and "
+        # Named as the API server names it: the operator's, Trainer's or a policy engine's
+        hook = re.search(r'admission webhook "([^"]+)"', message)
+        who = f"the admission webhook {hook.group(1)}" if hook else "an admission webhook"
+        return UserError(f"{who} rejected {_kind(resource)} {name}: {denial}; fix the job and "
                          "check it first with `python -m generator validate`")
     if exc.status == 401:
         return UserError(f"the cluster at {cluster.server} rejected your credentials ({message}); log in again or "

@@ -202,7 +202,8 @@ def test_webhook_rejection_is_passed_on(api, values_file):
     api.webhook = lambda job: "PyTorchJobSpec is not valid: Master ReplicaSpec must have 1 replica"
     code, _, err = run("submit", values_file)
     assert code == 1
-    assert "the operator's webhook rejected PyTorchJob mnist: PyTorchJobSpec is not valid: Master ReplicaSpec" in err
+    assert ("the admission webhook validator.pytorchjob.training-operator.kubeflow.org rejected PyTorchJob mnist: "
+            "PyTorchJobSpec is not valid: Master ReplicaSpec") in err
 
 
 
