@@ -19,6 +19,9 @@ RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 DEFAULT_RUNTIME = "torch-distributed"
 REPLICATED_JOB = "node"  # the runtime's replicated job that trains
 CONTAINER = "node"  # the trainer container in it
+# Trainer lays the TrainJob's trainer (image, command, args, env, nodes, PET_*) only over the
+# replicated job that carries this label; one without it runs as the runtime wrote it.
+ANCESTOR_LABEL, ANCESTOR_TRAINER = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer"
 MASTER_PORT = 29500
 JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unless its template sets one
 # The torch plugin owns these; Trainer refuses a TrainJob that sets them itself.
@@ -43,8 +46,9 @@ def torch_distributed() -> dict:
     the torch policy, container `node`, nothing else (its image is the TrainJob's to set)."""
     return {"apiVersion": API_VERSION, "kind": "ClusterTrainingRuntime", "metadata": {"name": DEFAULT_RUNTIME},
             "spec": {"mlPolicy": {"numNodes": 1, "torch": {}},
-                     "template": {"spec": {"replicatedJobs": [{"name": REPLICATED_JOB, "template": {"spec": {"template": {
-                         "spec": {"containers": [{"name": CONTAINER}]}}}}}]}}}}
+                     "template": {"spec": {"replicatedJobs": [{"name": REPLICATED_JOB, "template": {
+                         "metadata": {"labels": {ANCESTOR_LABEL: ANCESTOR_TRAINER}},
+                         "spec": {"template": {"spec": {"containers": [{"name": CONTAINER}]}}}}}]}}}}
 
 
 def check(objects: list[dict]) -> list[Finding]:
@@ -153,6 +157,13 @@ def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | 
     if others:
         out.append(Finding(f"{where} spec.template.spec.replicatedJobs", "holds steps besides node, which this machine "
                            "does not run (initializers need a cluster)", others, "run it on a cluster, or drop them"))
+    labels = ((node.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(ANCESTOR_LABEL) != ANCESTOR_TRAINER:
+        # Trainer would admit it and then ignore the TrainJob's trainer: no command, one node, no PET_*
+        out.append(Finding(f"{where} replicatedJobs[node].template.metadata.labels", "does not mark node as the "
+                           "trainer's job, so Trainer v2.3 ignores the TrainJob's trainer (image, command, args, env, "
+                           "numNodes) and sets no PET_* variables", labels.get(ANCESTOR_LABEL),
+                           f"add the label {ANCESTOR_LABEL}: {ANCESTOR_TRAINER} to replicated job node's template"))
     job_spec = (node.get("template") or {}).get("spec") or {}
     pod = copy.deepcopy(job_spec.get("template") or {})
     spec = pod.setdefault("spec", {})

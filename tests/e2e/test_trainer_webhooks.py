@@ -24,8 +24,9 @@ def _job(name="tj", ref=None, spec=None, **trainer):
     return job
 
 
-def _runtime(name="tj", pod_spec=None, extra_jobs=()):
-    rt = trainjobs.training_runtime(name, pod_spec or {"containers": [{"name": "node", "image": IMAGE}]})
+def _runtime(name="tj", pod_spec=None, extra_jobs=(), ancestor=True):
+    rt = trainjobs.training_runtime(name, pod_spec or {"containers": [{"name": "node", "image": IMAGE}]},
+                                    ancestor=ancestor)
     rt["spec"]["template"]["spec"]["replicatedJobs"] += [
         {"name": n, "template": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure", "containers": [
             {"name": n, "image": IMAGE}]}}}}} for n in extra_jobs]
@@ -56,6 +57,10 @@ CASES = [
     ("a runtime with no container named node",
      [_job(ref=OWN), _runtime(pod_spec={"containers": [{"name": "trainer", "image": IMAGE}]})],
      "TrainingRuntime/tj replicatedJobs[node] containers", "accepted: the job's trainer would be dropped"),
+    # Trainer lays the trainer only over the replicated job labelled as its ancestor step: without the
+    # label the pod has no command, one node runs and no PET_* variable is set (seen on the real one).
+    ("a runtime whose node job is not labelled the trainer's", [_job(ref=OWN), _runtime(ancestor=False)],
+     "TrainingRuntime/tj replicatedJobs[node].template.metadata.labels", "accepted: the job's trainer would be ignored"),
     # A Job's pods may only use OnFailure or Never; Trainer stores the runtime, and the Job
     # controller's Job would be refused when JobSet creates it, long after submit said yes.
     ("a runtime whose pods restart Always",

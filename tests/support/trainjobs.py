@@ -14,11 +14,13 @@ def trainjob(name: str, trainer: dict, runtime_ref: dict | None = None, metadata
 
 
 def training_runtime(name: str, pod_spec: dict | None = None, job_spec: dict | None = None,
-                     failure_policy: dict | None = None, nodes: int = 1) -> dict:
-    """A torch runtime whose JobSet runs the replicated job `node`: its Job's spec (`job_spec`,
+                     failure_policy: dict | None = None, nodes: int = 1, ancestor: bool = True) -> dict:
+    """A torch runtime whose JobSet runs the replicated job `node`, labelled (unless `ancestor` is
+    False) as the one Trainer lays the TrainJob's trainer over: its Job's spec (`job_spec`,
     backoffLimit ...) around `pod_spec`, and the JobSet's failurePolicy when given."""
-    jobset = {"replicatedJobs": [{"name": "node", "template": {"spec": {**(job_spec or {}), "template": {
-        "spec": pod_spec or {"containers": [{"name": "node"}]}}}}}]}
+    labels = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"} if ancestor else {}
+    jobset = {"replicatedJobs": [{"name": "node", "template": {"metadata": {"labels": labels}, "spec": {
+        **(job_spec or {}), "template": {"spec": pod_spec or {"containers": [{"name": "node"}]}}}}}]}
     if failure_policy:
         jobset["failurePolicy"] = failure_policy
     return {"apiVersion": API_VERSION, "kind": "TrainingRuntime", "metadata": {"name": name},
