@@ -69,7 +69,7 @@ def create_function(sdk, name: str) -> dict:
     """`create_job` with `train_func`: the SDK's own PyTorchJob (its pytorch/pytorch base image,
     `bash -c` with the function's source in a heredoc, then torchrun), 1 Master + 1 Worker."""
     sdk.create_job(name=name, train_func=sum_of_ranks, num_workers=2,
-                   resources_per_worker={"cpu": "100m", "memory": "256Mi"})
+                   resources_per_worker={"cpu": "100m", "memory": "2Gi"})  # torchrun and two torch ranks
     return {"created": name}
 
 
