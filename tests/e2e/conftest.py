@@ -117,6 +117,18 @@ def shared_cluster(tmp_path_factory):
         assert leftover_processes(c.dir) == [], "cluster down left processes behind"
 
 
+@pytest.fixture
+def ns(cluster, request):
+    """A namespace of the test's own, so tests sharing a cluster never see each other's jobs."""
+    from kubernetes import client
+
+    name = "t-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    core = client.CoreV1Api(cluster.api())
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)  # its pods stop: the next test's job may listen on the same port
+
+
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory, operator_values, node_options):
     if operator_values is None and node_options is None:

@@ -19,18 +19,6 @@ VALUES = ("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\n
 
 
 @pytest.fixture
-def ns(cluster, request):
-    """A namespace of the test's own, so tests sharing the cluster never see each other's jobs."""
-    from kubernetes import client
-
-    name = "t-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
-    core = client.CoreV1Api(cluster.api())
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)  # its pods stop: the next test's job may listen on the same port
-
-
-@pytest.fixture
 def values_file(tmp_path):
     path = tmp_path / "values.yaml"
     path.write_text(VALUES)

@@ -30,17 +30,6 @@ def node_options() -> list[str]:
             "--image", "pytorch/pytorch=host"]
 
 
-@pytest.fixture
-def ns(cluster, request):
-    from kubernetes import client
-
-    name = "u-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
-    core = client.CoreV1Api(cluster.api())
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
-
 def claim_folder(cluster, ns: str, claim: str):
     """The folder the local storage provisioner gave the claim."""
     from pathlib import Path

@@ -15,9 +15,10 @@ from generator.container import programs
 from generator.controlplane import kubelet as kubelets
 from generator.controlplane.kubelet import node as nodes
 from generator.controlplane.kubelet import pod as pods
-from generator.controlplane.layout import MARKER, Layout
+from generator.controlplane.layout import MARKER
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
+from tests.support import kubelet_node
 
 JOB, UID, POD_IP, NODE_IP, NODE_NAME = "par", "8d6f0c1e-0000-4000-8000-000000000003", "10.244.7.2", "10.244.7.1", "node-a"
 TRAINER = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
@@ -116,14 +117,13 @@ class Core:
         return SimpleNamespace(data={"token": base64.b64encode(SECRET.encode()).decode()})
 
 
-class Node:
+class Node(kubelet_node.Node):
     """The kubelet a PodWorker asks, with the real base_env."""
     base_env = kubelets.Kubelet.base_env
 
     def __init__(self, root: Path) -> None:
-        self.root, self.toolbox, self.aliases, self.core = root, root / "toolbox", {}, Core()
-        self.node_ip, self.allocatable = NODE_IP, nodes.capacity(None, None, 0)
-        self.server, self.layout = f"https://{NODE_IP}:6443", Layout(root)
+        super().__init__(root, core=Core(), node_ip=NODE_IP, allocatable=nodes.capacity(None, None, 0))
+        self.server = f"https://{NODE_IP}:6443"
 
 
 def node_side(spec: dict, root: Path, injected: dict[str, str], aliases: dict[str, str] | None = None

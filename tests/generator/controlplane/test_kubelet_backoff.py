@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from generator.controlplane.kubelet import cgroups, runtime
 from generator.controlplane.kubelet import pod as pods
-from generator.controlplane.layout import Layout
+from generator.controlplane.kubelet import runtime
+from tests.support.kubelet_node import Node, ready
 
 UID = "8d6f0c1e-0000-4000-8000-000000000001"
 
@@ -36,26 +36,6 @@ class FakeProcess:
         pass
 
 
-class Node:
-    """What a PodWorker asks of its kubelet, with the events it records."""
-
-    def __init__(self, root) -> None:
-        self.layout = Layout(root)  # the provisioner's folder under it is the only host folder
-        self.cgroups, self.cgroup_cluster = cgroups.Hierarchies(None, None, None), "test"  # no cgroups: nothing to kill
-        self.root, self.toolbox, self.aliases, self.core = root, root / "toolbox", {}, None
-        self.node_ip, self.allocatable = "10.244.0.1", {"cpu": "2", "memory": "4Gi"}
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason, message))
-
-    def base_env(self, program, worker) -> dict:
-        return {"PATH": "/usr/bin:/bin"}
-
-    def hosts_file(self, worker):
-        return worker.folder / "hosts"
-
-
 @pytest.fixture
 def crasher(tmp_path, monkeypatch):
     """A pod whose container the test makes exit; runtime.start hands out fake processes."""
@@ -71,8 +51,7 @@ def crasher(tmp_path, monkeypatch):
     node = Node(tmp_path)
     worker = pods.PodWorker(node, pod)
     worker.clock = clock = Clock()
-    worker.sandbox, worker.refreshed, worker.pod_ip = True, clock.now, "10.244.7.2"
-    worker.volumes = SimpleNamespace(paths={}, refresh=lambda: None)
+    ready(worker, clock.now)
     worker._step()  # the first start
     assert len(started) == 1 and worker.main[0].running
     return SimpleNamespace(worker=worker, clock=clock, started=started, node=node)

@@ -6,44 +6,22 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.kubelet import pod as pods
-from generator.controlplane.layout import Layout
+from tests.support.kubelet_node import Node, ready
 
 WHERE = cgroups.Hierarchies.find()
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or WHERE.v2 is None, reason="needs root and a writable cgroup v2")
 
 
-class Node:
-    """What a PodWorker asks of its kubelet, with real cgroups under a cluster name of the test's own."""
-
-    def __init__(self, root: Path) -> None:
-        self.layout = Layout(root)
-        self.root, self.toolbox, self.aliases, self.core = root, root / "toolbox", {}, None
-        self.node_ip, self.allocatable = "10.244.0.1", {"cpu": "2", "memory": "4Gi"}
-        self.cgroups, self.cgroup_cluster = WHERE, cgroups.cluster_name(root)
-        self.events: list[tuple[str, str, str]] = []
-
-    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason, message))
-
-    def base_env(self, program, worker) -> dict:
-        return {"PATH": "/usr/bin:/bin"}
-
-    def hosts_file(self, worker):
-        path = worker.folder / "hosts"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("127.0.0.1 localhost\n")
-        return path
-
-
 @pytest.fixture
 def node(tmp_path):
-    node = Node(tmp_path / "cluster")
+    """Real cgroups under a cluster name of the test's own."""
+    root = tmp_path / "cluster"
+    node = Node(root, cgroups=WHERE, cgroup_cluster=cgroups.cluster_name(root))
     node.layout.create()
     node.toolbox.mkdir()
     yield node
@@ -54,9 +32,7 @@ def worker(node: Node, container: dict) -> pods.PodWorker:
     pod = {"metadata": {"name": "p", "namespace": "default", "uid": f"uid-{time.monotonic_ns()}"},
            "spec": {"restartPolicy": "Never", "containers": [{"name": "app", "image": "busybox", **container}]}}
     w = pods.PodWorker(node, pod)
-    w.sandbox, w.refreshed, w.pod_ip = True, w.clock(), "10.244.7.2"
-    w.volumes = SimpleNamespace(paths={}, refresh=lambda: None)
-    return w
+    return ready(w, w.clock())
 
 
 def alive(pid: int) -> bool:

@@ -10,27 +10,9 @@ from kubernetes.client import ApiException
 
 from generator.controlplane import kubelet as kubelets
 from generator.controlplane.kubelet import pod as pods
-from generator.controlplane.layout import Layout
+from tests.support.kubelet_node import Node
 
 UID = "8d6f0c1e-0000-4000-8000-000000000002"
-
-
-class Node:
-    """What a PodWorker asks of its kubelet, with the events, log lines and status reports it gets."""
-
-    def __init__(self, root) -> None:
-        self.layout = Layout(root)  # the provisioner's folder under it is the only host folder
-        self.root, self.toolbox, self.aliases, self.node_ip = root, root / "toolbox", {}, "10.244.0.1"
-        self.events: list[tuple[str, str, str]] = []
-        self.lines: list[str] = []
-        self.reports: list[dict] = []
-        self.core = SimpleNamespace(patch_namespaced_pod_status=lambda name, ns, body, **_: self.reports.append(body))
-
-    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
-        self.events.append((kind, reason, message))
-
-    def log(self, text: str) -> None:
-        self.lines.append(text)
 
 
 def worker(tmp_path, step) -> tuple[pods.PodWorker, Node, list[int]]:
