@@ -97,13 +97,18 @@ def test_a_shell_script_with_a_heredoc_python_m_working_dir_and_vars_run_as_in_t
     assert f"master-0 | found {PROJECT}" in proc.stdout
 
 
-def test_ctrl_c_stops_your_torchrun_and_every_process_it_started(tmp_path):
+def project_of(tmp_path, name: str, source: str):
+    """A project folder of one script, for `--image REPO=DIR`."""
     project = tmp_path / "project"
     project.mkdir()
+    (project / name).write_text(source)
+    return project
+
+
+def test_ctrl_c_stops_your_torchrun_and_every_process_it_started(tmp_path):
     # Each rank marks a file when it is up (their printed lines would share one pipe, and interleave).
-    (project / "sleeper.py").write_text("import os, pathlib, sys, time\n"
-                                        "pathlib.Path(sys.argv[1], os.environ['LOCAL_RANK']).write_text('up')\n"
-                                        "time.sleep(120)\n")
+    project = project_of(tmp_path, "sleeper.py", "import os, pathlib, sys, time\n"
+                         "pathlib.Path(sys.argv[1], os.environ['LOCAL_RANK']).write_text('up')\ntime.sleep(120)\n")
     (tmp_path / "up").mkdir()
     body, marker = local_jobs.job("interrupt", "unused")
     container = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
@@ -129,12 +134,10 @@ def test_values_name_your_image_and_command_as_a_manifest_does(tmp_path):
 
 
 def test_your_script_is_restarted_by_its_restart_policy_as_the_trainer_is(tmp_path):
-    project = tmp_path / "project"
-    project.mkdir()
     # The first life fails, the second finds the first's mark on the claim and succeeds.
-    (project / "flaky.py").write_text("import pathlib, sys\nmark = pathlib.Path(sys.argv[1]) / 'tried'\n"
-                                      "if not mark.exists():\n    mark.write_text('1'); print('first life fails'); "
-                                      "sys.exit(1)\nprint('second life succeeds')\n")
+    project = project_of(tmp_path, "flaky.py", "import pathlib, sys\nmark = pathlib.Path(sys.argv[1]) / 'tried'\n"
+                         "if not mark.exists():\n    mark.write_text('1'); print('first life fails'); "
+                         "sys.exit(1)\nprint('second life succeeds')\n")
     body, marker = local_jobs.job("flaky", "unused")
     pod = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     pod["containers"][0].update(image=f"{IMAGE}:1.0", command=["python", "flaky.py", "/state"],
