@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
-from . import config
+from . import config, heap
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config.parse(argv)
+    heap.keep_freed_memory()  # before torch allocates anything
     import torch
 
     from . import distributed

@@ -2,7 +2,8 @@
 each comparison in the same run, interleaved, medians reported. Writes bench.json.
 
 1. throughput at world size 1 vs a bare loop (same model, batch, threads, data; no DDP, no logging)
-2. aggregate samples/s of 2 gloo processes (1 thread each) vs 1 process with 1 thread
+2. DDP efficiency: aggregate samples/s of 2 gloo processes (1 thread each) over 1 process with 1 thread,
+   divided by the machine's ceiling (two independent bare loops at once over one alone)
 3. seconds to 97% digits test accuracy: the default recipe vs the Kubeflow example's
    (SGD, lr 0.01, momentum 0.5, batch 64)
 """
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GOALS = {"throughput_vs_bare_loop": 0.95, "two_process_scaling": 1.8, "time_to_97_ratio": 1 / 3}
+GOALS = {"throughput_vs_bare_loop": 0.95, "ddp_efficiency": 0.9, "time_to_97_ratio": 1 / 3}
 
 
 def _env(**extra) -> dict:
@@ -55,9 +56,10 @@ def bare_loop(samples: int, batch: int, epochs: int, seed: int) -> float:
     import torch
     import torch.nn.functional as F
 
-    from trainer import data
+    from trainer import data, heap
     from trainer.model import Net
 
+    heap.keep_freed_memory()  # as the trainer does: the same allocator behaviour on both sides
     torch.set_num_threads(1)
     train, _ = data.synthetic(samples, seed)
     torch.manual_seed(seed)
@@ -99,7 +101,7 @@ def _independent_pair(samples: int, batch: int, epochs: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.support.bench_trainer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--output", default="bench.json")
     p.add_argument("--bare", nargs=3, type=int, help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
@@ -112,17 +114,19 @@ def main(argv: list[str] | None = None) -> int:
 
     synthetic = ["--dataset", "synthetic", "--synthetic-size", "4096", "--epochs", "3", "--threads", "1", "--seed", "1"]
     big = [*synthetic, "--batch-size", "256", "--synthetic-size", "8192"]
-    trainer_rate, bare_rate, one, two, one_big, two_big, pair = [], [], [], [], [], [], []
+    one, bare_rate, two, one_big, two_big, ceiling, efficiency = [], [], [], [], [], [], []
     fast, seeds = [], []
     for r in range(ns.rounds):
         print(f"round {r + 1}/{ns.rounds}", file=sys.stderr, flush=True)
-        trainer_rate.append(_trainer(synthetic)["samples_per_second"])
-        bare_rate.append(_bare(4096, 64, 3))  # the same 4096 samples, 7/8 of them for training
+        # Each round's DDP efficiency is taken from runs seconds apart: this shared machine's speed
+        # drifts by more than the differences being measured over a whole benchmark.
         one.append(_trainer(synthetic)["samples_per_second"])
+        bare_rate.append(_bare(4096, 64, 3))  # the same 4096 samples, 7/8 of them for training
         two.append(_trainer(synthetic, world=2)["samples_per_second"])
+        ceiling.append(_independent_pair(4096, 64, 3))
+        efficiency.append(two[-1] / one[-1] / ceiling[-1])
         one_big.append(_trainer(big)["samples_per_second"])
         two_big.append(_trainer(big, world=2)["samples_per_second"])
-        pair.append(_independent_pair(4096, 64, 3))
         target = ["--dataset", "digits", "--threads", "1", "--seed", str(r + 1), "--target-accuracy", "0.97"]
         fast.append(_trainer([*target, "--epochs", "40"])["elapsed_seconds"])
         seeds.append(_trainer([*target, "--epochs", "200", "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.5",
@@ -130,14 +134,16 @@ def main(argv: list[str] | None = None) -> int:
 
     med = statistics.median
     results = {
-        "throughput_vs_bare_loop": {"trainer_samples_per_s": med(trainer_rate), "bare_samples_per_s": med(bare_rate),
-                                    "ratio": med(trainer_rate) / med(bare_rate)},
-        "two_process_scaling": {"one_process_samples_per_s": med(one), "two_process_samples_per_s": med(two),
-                                "ratio": med(two) / med(one)},
+        "throughput_vs_bare_loop": {"trainer_samples_per_s": med(one), "bare_samples_per_s": med(bare_rate),
+                                    "ratio": med(one) / med(bare_rate)},
+        "ddp_efficiency": {"one_process_samples_per_s": med(one), "two_process_samples_per_s": med(two),
+                           "scaling": med(two) / med(one), "ceiling": med(ceiling),
+                           "note": "2 gloo processes over 1 (1 thread each), divided by the machine ceiling: two "
+                                   "independent bare loops at once over one alone, measured in the same round; "
+                                   "median of the rounds' quotients",
+                           "rounds": [round(e, 3) for e in efficiency], "ratio": med(efficiency)},
         "two_process_scaling_batch_256": {"one_process_samples_per_s": med(one_big),
                                           "two_process_samples_per_s": med(two_big), "ratio": med(two_big) / med(one_big)},
-        "machine_ceiling": {"note": "two independent 1-thread bare loops at once vs one alone: the most 2 processes "
-                                    "can gain here before any communication", "ratio": med(pair)},
         "time_to_97_ratio": {"default_recipe_s": med(fast), "kubeflow_recipe_s": med(seeds),
                              "ratio": med(fast) / med(seeds)},
     }
@@ -148,18 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "rounds": ns.rounds}
     Path(ns.output).write_text(json.dumps(results, indent=2) + "\n")
 
-    print(f"{'comparison':<28}{'ours':>12}{'baseline':>12}{'ratio':>8}{'goal':>8}  met")
-    rows = [("throughput vs bare loop", "trainer_samples_per_s", "bare_samples_per_s", "throughput_vs_bare_loop"),
-            ("2 procs vs 1 (samples/s)", "two_process_samples_per_s", "one_process_samples_per_s", "two_process_scaling"),
-            ("seconds to 97% digits", "default_recipe_s", "kubeflow_recipe_s", "time_to_97_ratio")]
-    for label, ours, base, key in rows:
-        if key == "time_to_97_ratio":
-            big_r = results["two_process_scaling_batch_256"]
-            print(f"{'  same at batch 256':<28}{big_r['two_process_samples_per_s']:>12.1f}"
-                  f"{big_r['one_process_samples_per_s']:>12.1f}{big_r['ratio']:>8.2f}")
-            print(f"{'  machine ceiling (no comms)':<28}{'':>24}{results['machine_ceiling']['ratio']:>8.2f}")
-        r = results[key]
-        print(f"{label:<28}{r[ours]:>12.1f}{r[base]:>12.1f}{r['ratio']:>8.2f}{r['goal']:>8.2f}  {'yes' if r['met'] else 'NO'}")
+    def row(label: str, ours: str, base: str, ratio: str, goal: str = "", met: str = "") -> None:
+        print(f"{label:<30}{ours:>11}{base:>11}{ratio:>8}{goal:>8}  {met}")
+
+    def verdict(key: str) -> tuple[str, str]:
+        return f"{results[key]['goal']:.2f}", "yes" if results[key]["met"] else "NO"
+
+    row("comparison", "ours", "baseline", "ratio", "goal", "met")
+    r = results["throughput_vs_bare_loop"]
+    row("throughput vs bare loop", f"{r['trainer_samples_per_s']:.1f}", f"{r['bare_samples_per_s']:.1f}", f"{r['ratio']:.2f}",
+        *verdict("throughput_vs_bare_loop"))
+    r = results["ddp_efficiency"]
+    row("2 procs vs 1 (samples/s)", f"{r['two_process_samples_per_s']:.1f}", f"{r['one_process_samples_per_s']:.1f}",
+        f"{r['scaling']:.2f}")
+    row("  machine ceiling (no comms)", "", "", f"{r['ceiling']:.2f}")
+    row("  DDP efficiency", "", "", f"{r['ratio']:.2f}", *verdict("ddp_efficiency"))
+    r = results["two_process_scaling_batch_256"]
+    row("  2 vs 1 at batch 256", f"{r['two_process_samples_per_s']:.1f}", f"{r['one_process_samples_per_s']:.1f}",
+        f"{r['ratio']:.2f}")
+    r = results["time_to_97_ratio"]
+    row("seconds to 97% digits", f"{r['default_recipe_s']:.1f}", f"{r['kubeflow_recipe_s']:.1f}", f"{r['ratio']:.2f}",
+        *verdict("time_to_97_ratio"))
     print(f"wrote {ns.output}")
     return 0
 
