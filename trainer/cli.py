@@ -6,7 +6,13 @@ from __future__ import annotations
 import os
 import sys
 
-from . import config, heap
+from . import config, cpus, heap
+
+
+def _local_ranks() -> int:
+    """Processes torchrun runs in this container (the operator's env runs one per pod)."""
+    raw = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    elif not os.environ.get("OMP_NUM_THREADS"):  # set by the user, or by torchrun for several processes
+        torch.set_num_threads(cpus.threads_per_rank(_local_ranks()))
     code = 1
     try:
         launch = distributed.read_launch(cfg.backend)

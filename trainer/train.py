@@ -277,6 +277,7 @@ def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progres
         "train_seconds": round(seconds, 3),
         "elapsed_seconds": round(history["elapsed_seconds"], 3),
         "samples_per_second": round(history["samples"] / seconds, 1) if seconds > 0 else 0.0,
+        "threads": torch.get_num_threads(),
         "seed": cfg.seed,
     }
     atomic.write(out_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()))
