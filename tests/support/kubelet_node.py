@@ -43,5 +43,5 @@ class Node:
 def ready(worker, now: float, pod_ip: str = "10.244.7.2"):
     """A worker past its sandbox: the pod has its IP and no volumes to refresh."""
     worker.sandbox, worker.refreshed, worker.pod_ip = True, now, pod_ip
-    worker.volumes = SimpleNamespace(paths={}, refresh=lambda: None)
+    worker.volumes = SimpleNamespace(paths={}, refresh=lambda: None, remove=lambda: None)
     return worker

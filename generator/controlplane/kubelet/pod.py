@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -530,6 +531,9 @@ class PodWorker(threading.Thread):
             if exc.status not in (404, 409):
                 raise
         self.volumes.remove()
+        # Its logs, working directory and output went with it, as a kubelet removes a deleted
+        # pod's folders: `kubectl logs` of a deleted pod has nothing to show either.
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     # --- status ----------------------------------------------------------------------------
     def _condition(self, kind: str, status: bool, reason: str = "", message: str = "") -> dict:

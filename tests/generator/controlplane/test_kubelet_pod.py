@@ -1,0 +1,32 @@
+"""A pod deleted gracefully leaves nothing of its own on the node: its containers are stopped,
+the API server is told, and its folder (logs, working directory, output) is removed."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from generator.controlplane.kubelet import pod as pods
+from tests.support.kubelet_node import Node, ready
+
+
+def test_a_deleted_pods_folder_goes_with_it(tmp_path):
+    deleted = []
+    node = Node(tmp_path / "cluster", core=SimpleNamespace(
+        patch_namespaced_pod_status=lambda *a, **k: None,
+        delete_namespaced_pod=lambda name, ns, body: deleted.append((ns, name))))
+    node.layout.create()
+    node.toolbox.mkdir()
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "uid-1"},
+           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "echo hi; exec sleep 300"]}]}}
+    w = ready(pods.PodWorker(node, pod), time.monotonic())
+    w._step()
+    log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
+    while "hi" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert "hi" in log.read_text() and w.folder.is_dir()
+
+    w._terminate({**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-11-25T00:00:00Z"}})
+    assert deleted == [("default", "p")]
+    assert not w.folder.exists()
+    assert not w.main[0].running
