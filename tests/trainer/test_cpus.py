@@ -72,7 +72,6 @@ def test_the_trainer_runs_as_many_threads_as_its_cpu_limit_allows(tmp_path):
     where = cgroups.Hierarchies.find()
     if os.geteuid() != 0 or where.cpu is None:
         pytest.skip("needs root and a writable cpu cgroup")
-    cpus_here = len(os.sched_getaffinity(0))
     container = cgroups.Container(where, cgroups.cluster_name(tmp_path), "pod-uid", "trainer")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE")}
     try:
@@ -81,5 +80,5 @@ def test_the_trainer_runs_as_many_threads_as_its_cpu_limit_allows(tmp_path):
     finally:
         container.kill()
         container.remove()
-    assert _trainer_threads(tmp_path, env) == cpus_here  # the same run outside the quota
+    assert _trainer_threads(tmp_path, env) == cpus.threads_per_rank(1)  # the same run outside: this test's own limit
     assert _trainer_threads(tmp_path, {**env, "OMP_NUM_THREADS": "1"}) == 1  # the user's setting wins
