@@ -26,8 +26,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    elif not os.environ.get("OMP_NUM_THREADS"):  # set by the user, or by torchrun for several processes
-        torch.set_num_threads(cpus.threads_per_rank(_local_ranks()))
+    elif not (os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS")):  # the user's, or torchrun's
+        # Only ever fewer than torch's default (one per physical core): never more threads than cores.
+        torch.set_num_threads(min(torch.get_num_threads(), cpus.threads_per_rank(_local_ranks())))
     code = 1
     try:
         launch = distributed.read_launch(cfg.backend)

@@ -42,8 +42,8 @@ class Config:
     lr_scaling: str = _opt("sqrt", "scale the learning rate with the world size, since each step sees world x batch "
                            "samples", choices=["sqrt", "linear", "none"])
     seed: int = _opt(1, "the same seed and world size give the same accuracies")
-    threads: int = _opt(0, "torch CPU threads per process (0: the CPUs this container may use, from its CPU limit "
-                        "and affinity, shared among torchrun's processes in it; OMP_NUM_THREADS, when set, wins)")
+    threads: int = _opt(0, "torch CPU threads per process (0: torch's default, lowered to the CPUs this container may "
+                        "use by its CPU limit and affinity; OMP_NUM_THREADS or MKL_NUM_THREADS, when set, wins)")
     rdzv_timeout: float = _opt(300.0, "seconds to wait for the other ranks and MASTER_ADDR:MASTER_PORT", positive=True)
     keep_checkpoints: int = _opt(3, "checkpoints kept (newest)", positive=True)
     resume: bool = _opt(True, "ignore existing checkpoints", flag="--no-resume")

@@ -19,13 +19,17 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (mall
 MMAP_THRESHOLD = 32 << 20  # glibc's largest allowed value on 64-bit; larger blocks still use mmap
 TRIM_THRESHOLD = 1 << 30
 # A user who tunes malloc through its environment keeps their settings.
-USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
+USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+
+
+def _user_tunes_malloc(env) -> bool:
+    return any(name in env for name in USER_SETTINGS) or "glibc.malloc." in env.get("GLIBC_TUNABLES", "")
 
 
 def keep_freed_memory(env: dict | None = None) -> bool:
     """Set glibc's thresholds; True when they were set. Elsewhere (musl, macOS) nothing changes."""
     env = os.environ if env is None else env
-    if not sys.platform.startswith("linux") or any(name in env for name in USER_SETTINGS):
+    if not sys.platform.startswith("linux") or _user_tunes_malloc(env):
         return False
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt

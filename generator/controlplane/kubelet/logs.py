@@ -93,6 +93,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         since = _since(query)
         limit = int(query["limitBytes"]) if query.get("limitBytes") else None
         tail = int(query["tailLines"]) if query.get("tailLines") not in (None, "") else None
+        try:  # opened before the answer starts: the pod may have been deleted, its folder with it
+            f = open(path, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise NotFound(f'pod "{pod}" not found') from None
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Connection", "close")
@@ -113,7 +117,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             return True
 
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with f:
             first = f.readlines()
             if tail is not None:
                 first = list(collections.deque(first, maxlen=tail)) if tail > 0 else []

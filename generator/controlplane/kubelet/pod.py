@@ -521,19 +521,23 @@ class PodWorker(threading.Thread):
         if self.phase not in ("Succeeded", "Failed"):
             codes = [c.state.get("terminated", {}).get("exitCode") for c in self.main]
             self.phase = "Succeeded" if codes and all(code == 0 for code in codes) else "Failed"
-        if self.gone:
-            return
-        self._report()
-        try:
-            self.kubelet.core.delete_namespaced_pod(self.pod_name, self.namespace, body=client.V1DeleteOptions(
-                grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)))
-        except client.ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
+        if not self.gone:
+            self._report()
+            try:
+                self.kubelet.core.delete_namespaced_pod(self.pod_name, self.namespace, body=client.V1DeleteOptions(
+                    grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)))
+            except client.ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
         self.volumes.remove()
-        # Its logs, working directory and output went with it, as a kubelet removes a deleted
-        # pod's folders: `kubectl logs` of a deleted pod has nothing to show either.
-        shutil.rmtree(self.folder, ignore_errors=True)
+        # Its logs, working directory and output go with it, as a kubelet removes a deleted pod's
+        # folders (`kubectl logs` of a deleted pod has nothing to show either).
+        try:
+            shutil.rmtree(self.folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.kubelet.log(f"pod {self.namespace}/{self.pod_name}: could not remove {self.folder}: {exc}")
 
     # --- status ----------------------------------------------------------------------------
     def _condition(self, kind: str, status: bool, reason: str = "", message: str = "") -> dict:

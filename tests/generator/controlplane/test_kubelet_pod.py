@@ -9,8 +9,8 @@ from generator.controlplane.kubelet import pod as pods
 from tests.support.kubelet_node import Node, ready
 
 
-def test_a_deleted_pods_folder_goes_with_it(tmp_path):
-    deleted = []
+def started(tmp_path, deleted: list):
+    """A worker whose container has started and logged."""
     node = Node(tmp_path / "cluster", core=SimpleNamespace(
         patch_namespaced_pod_status=lambda *a, **k: None,
         delete_namespaced_pod=lambda name, ns, body: deleted.append((ns, name))))
@@ -25,8 +25,21 @@ def test_a_deleted_pods_folder_goes_with_it(tmp_path):
     while "hi" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
         time.sleep(0.05)
     assert "hi" in log.read_text() and w.folder.is_dir()
+    return w, pod
 
+
+def test_a_deleted_pods_folder_goes_with_it(tmp_path):
+    deleted = []
+    w, pod = started(tmp_path, deleted)
     w._terminate({**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-11-25T00:00:00Z"}})
     assert deleted == [("default", "p")]
     assert not w.folder.exists()
     assert not w.main[0].running
+
+
+def test_a_pod_gone_from_the_api_server_leaves_nothing_either(tmp_path):
+    deleted = []
+    w, pod = started(tmp_path, deleted)
+    w.gone = True  # removed without a graceful deletion: nothing to report or delete
+    w._terminate(pod)
+    assert deleted == [] and not w.folder.exists() and not w.main[0].running
