@@ -9,12 +9,6 @@ import sys
 from . import config, cpus, heap
 
 
-def _local_ranks() -> int:
-    """Processes torchrun runs in this container (the operator's env runs one per pod)."""
-    raw = os.environ.get("LOCAL_WORLD_SIZE", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     cfg = config.parse(argv)
     heap.keep_freed_memory()  # before torch allocates anything
@@ -24,11 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     from .data import DataError
     from .train import train
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    elif not (os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS")):  # the user's, or torchrun's
-        # Only ever fewer than torch's default (one per physical core): never more threads than cores.
-        torch.set_num_threads(min(torch.get_num_threads(), cpus.threads_per_rank(_local_ranks())))
+    threads = cpus.for_rank(cfg.threads, torch.get_num_threads())
+    if threads:
+        torch.set_num_threads(threads)
     code = 1
     try:
         launch = distributed.read_launch(cfg.backend)

@@ -104,3 +104,21 @@ def threads_per_rank(local_ranks: int, proc: Path = Path("/proc")) -> int:
     if quota is not None:
         cpus = min(cpus, quota)
     return max(1, math.floor(cpus / max(1, local_ranks)))
+
+
+def local_ranks(env=None) -> int:
+    """Processes torchrun runs in this container (the operator's env runs one per pod)."""
+    raw = (os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+def for_rank(requested: int, torch_default: int, env=None) -> int | None:
+    """The thread count to set, or None to leave torch's: `--threads` when given; torch's own when
+    OMP_NUM_THREADS or MKL_NUM_THREADS is set (the user's, or torchrun's for several processes);
+    else torch's default (one per physical core) lowered to this container's CPUs, never raised."""
+    env = os.environ if env is None else env
+    if requested:
+        return requested
+    if env.get("OMP_NUM_THREADS") or env.get("MKL_NUM_THREADS"):
+        return None
+    return min(torch_default, threads_per_rank(local_ranks(env)))

@@ -77,11 +77,9 @@ def test_ranks_in_one_container_share_its_whole_cpus(tmp_path, monkeypatch):
 
 
 def test_local_ranks_come_from_torchrun(monkeypatch):
-    from trainer import cli
-
     for raw, expected in (("", 1), ("3", 3), ("0", 1), ("x", 1)):
         monkeypatch.setenv("LOCAL_WORLD_SIZE", raw)
-        assert cli._local_ranks() == expected
+        assert cpus.local_ranks() == expected
 
 
 def _trainer_threads(tmp_path: Path, env: dict, preexec=None) -> int:
