@@ -32,6 +32,12 @@ def pods(cluster, job: str, namespace: str = "default") -> dict:
     return {p.metadata.name: p for p in items}
 
 
+def ended_pods(cluster, job: str, namespace: str = "default") -> dict | None:
+    """The job's pods once every one has ended, else None."""
+    found = pods(cluster, job, namespace)
+    return found if all(p.status.phase in ("Succeeded", "Failed") for p in found.values()) else None
+
+
 def events(cluster, name: str, namespace: str = "default") -> list:
     return cluster.core().list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
 
@@ -135,8 +141,11 @@ def test_the_demo_job_trains_and_succeeds_through_the_real_operator(cluster, dem
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["world_size"] == 3 and metrics["final_accuracy"] >= 0.85
     assert (folder / "mnist_cnn.pt").stat().st_size > 0
+    # The operator declares the job Succeeded when the Master's pod ends; each Worker's pod reports its
+    # own end when its kubelet next syncs, a moment later.
+    ended = wait_for(lambda: ended_pods(cluster, "demo"), 60, "the demo's pods to end")
     ips = set()
-    for name, pod in pods(cluster, "demo").items():
+    for name, pod in ended.items():
         assert pod.status.phase == "Succeeded", name
         assert on_the_bridge(cluster, pod.status.pod_ip), pod.status.pod_ip
         ips.add(pod.status.pod_ip)
