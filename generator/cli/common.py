@@ -106,7 +106,9 @@ def cluster_options(fn):
 def connect(context, namespace, kubeconfig, request_timeout=30.0):
     from generator.cluster import client
 
-    return client.connect(context, namespace, kubeconfig, request_timeout)
+    c = client.connect(context, namespace, kubeconfig, request_timeout)
+    c.on_wait = lambda text: click.echo(text, err=True)
+    return c
 
 
 def emit(text: str, output: str | None) -> None:

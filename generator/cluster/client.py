@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from generator import FIELD_MANAGER, kinds
 from generator.errors import UserError
@@ -19,6 +21,9 @@ class NoResource(UserError):
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds for one request, as kubectl's --request-timeout
+# What the API server says when a webhook's Service has no ready pod behind it, or a pod that is not
+# listening yet: an operator starting or restarting, which a write outlasts by asking again.
+TRANSIENT_WEBHOOK = ("no endpoints available for service", "connect: connection refused")
 
 
 @dataclass
@@ -28,6 +33,33 @@ class Cluster:
     namespace: str
     server: str
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    # Told, once per call, that a write is waiting for an admission webhook to come back.
+    on_wait: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class WebhookDown:
+    """An admission webhook the API server could not call (as opposed to one that said no)."""
+    webhook: str
+    reason: str
+    service: str = ""  # the webhook's Service, and its namespace, where the server named its URL
+    namespace: str = ""
+
+    @property
+    def transient(self) -> bool:
+        return any(sign in self.reason for sign in TRANSIENT_WEBHOOK)
+
+
+def webhook_down(exc) -> WebhookDown | None:
+    """The webhook a failed write could not reach, from the API server's message; None for any other failure."""
+    message = error_body(exc).get("message") or ""
+    found = re.search(r'failed calling webhook "([^"]+)": (?:failed to call webhook: )?(.*)', message, re.S)
+    if not found:
+        return None
+    said = found.group(2).strip()
+    url = re.search(r'https://([a-z0-9-]+)\.([a-z0-9-]+)\.svc[.:/]', said)
+    reason = re.sub(r'^[A-Za-z]+ "[^"]*": ', "", said)  # the request line (Post "https://...") says nothing new
+    return WebhookDown(found.group(1), reason, *(url.groups() if url else ()))
 
 
 def connect(context: str | None = None, namespace: str | None = None, kubeconfig: str | None = None,
@@ -69,8 +101,8 @@ def _incluster_namespace() -> str:
         return "default"
 
 
-def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: str = "") -> UserError:
-    """An API failure as an error that says what to do."""
+def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: str = "", waited: float = 0) -> UserError:
+    """An API failure as an error that says what to do; `waited`: seconds spent asking again."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -100,6 +132,19 @@ def explain(exc: Exception, cluster: Cluster, verb: str, resource: str, name: st
         who = f"the admission webhook {hook.group(1)}" if hook else "an admission webhook"
         return UserError(f"{who} rejected {_kind(resource)} {name}: {denial}; fix the job and "
                          "check it first with `python -m generator validate`")
+    down = webhook_down(exc)
+    if down:
+        check = f"kubectl get pods,endpoints -n {down.namespace}" if down.service else "kubectl get pods -A"
+        if down.transient and down.service:
+            what = f"its Service {down.service} in namespace {down.namespace} has no pod ready to answer"
+        elif down.service:
+            what = f"the API server cannot reach its Service {down.service} in namespace {down.namespace}"
+        else:
+            what = "the API server cannot reach the server it names"
+        waited = f", still after {waited:g}s" if waited else ""
+        return UserError(f"the API server could not call the admission webhook {down.webhook} for {_kind(resource)} "
+                         f"{name} ({down.reason}{waited}): {what}; check the operator that serves it ({check}), then "
+                         "run the command again")
     if exc.status == 401:
         return UserError(f"the cluster at {cluster.server} rejected your credentials ({message}); log in again or "
                          "refresh the kubeconfig's token")
@@ -144,17 +189,31 @@ def _kind(resource: str) -> str:
 
 def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwargs):
     """Run one API call; failures come back as UserError. A server that accepts and never
-    answers fails it after the cluster's request timeout."""
+    answers fails it after the cluster's request timeout. A write refused only because an admission
+    webhook's server is (re)starting is asked again for up to the request timeout: the server
+    persisted nothing, so asking again is safe."""
     kwargs.setdefault("_request_timeout", cluster.request_timeout)
-    try:
-        return fn(*args, **kwargs)
-    except Exception as exc:  # every client failure is translated; nothing raw reaches the user
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
+    started, pause, retried = time.monotonic(), 0.25, False
+    deadline = started + cluster.request_timeout
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # every client failure is translated; nothing raw reaches the user
+            from kubernetes.client.exceptions import ApiException
+            from urllib3.exceptions import HTTPError
 
-        if isinstance(exc, (ApiException, HTTPError, OSError)):
-            raise explain(exc, cluster, verb, resource, name) from exc
-        raise
+            if not isinstance(exc, (ApiException, HTTPError, OSError)):
+                raise
+            down = webhook_down(exc) if isinstance(exc, ApiException) else None
+            if not (down and down.transient and time.monotonic() + pause < deadline):
+                waited = round(time.monotonic() - started) if retried else 0
+                raise explain(exc, cluster, verb, resource, name, waited) from exc
+            if cluster.on_wait and not retried:
+                cluster.on_wait(f"waiting up to {cluster.request_timeout:g}s for the admission webhook {down.webhook} "
+                                f"({down.reason})")
+            retried = True
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 def get_job(cluster: Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> dict | None:

@@ -3,6 +3,7 @@ admission (its CRD schemas and Trainer's webhooks) as a server-side dry run: not
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from generator import kinds
 from generator.cluster import client as api
@@ -18,7 +19,7 @@ def check(cluster: api.Cluster, conversion: Conversion) -> None:
     kind = kinds.for_objects(objects)
     job = kind.job_of(objects)
     namespace = job["metadata"].get("namespace") or cluster.namespace
-    here = api.Cluster(cluster.core, cluster.custom, namespace, cluster.server, cluster.request_timeout)
+    here = dataclasses.replace(cluster, namespace=namespace)
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
     problems: list[Finding] = []

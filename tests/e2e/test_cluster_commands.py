@@ -151,6 +151,65 @@ def test_rbac_refusals_name_the_verb_and_the_resource(cluster, ns, values_file, 
     assert _job(cluster, ns) is None
 
 
+@pytest.fixture
+def starting_webhook(cluster, ns):
+    """A validating webhook on this namespace's PyTorchJobs whose Service has no pod behind it yet: what
+    the API server meets while an operator starts or restarts. Yields a function that takes it away."""
+    from kubernetes import client
+
+    api = cluster.api()
+    hooks = client.AdmissionregistrationV1Api(api)
+    client.CoreV1Api(api).create_namespaced_service(ns, {"metadata": {"name": "starting"}, "spec": {
+        "selector": {"app": "not-started"}, "ports": [{"port": 443, "targetPort": 9443}]}})
+    name = f"{ns}-starting"
+    hooks.create_validating_webhook_configuration({"metadata": {"name": name}, "webhooks": [{
+        "name": "starting.pytorchjob-kit.test", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "failurePolicy": "Fail", "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+        "clientConfig": {"service": {"namespace": ns, "name": "starting", "path": "/validate", "port": 443}},
+        "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
+                   "operations": ["CREATE", "UPDATE"]}]}]})
+
+    def remove() -> None:
+        try:
+            hooks.delete_validating_webhook_configuration(name)
+        except client.ApiException as exc:
+            assert exc.status == 404
+
+    yield remove
+    remove()
+
+
+def test_a_webhook_that_stays_unreachable_is_named_with_its_service(cluster, ns, values_file, starting_webhook):
+    proc = cluster.cli("submit", values_file, "-n", ns, "--request-timeout", "2")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("waiting up to 2s for the admission webhook starting.pytorchjob-kit.test "
+                                  '(no endpoints available for service "starting")\n'), proc.stderr
+    assert ("the API server could not call the admission webhook starting.pytorchjob-kit.test for PyTorchJob mnist "
+            '(no endpoints available for service "starting", still after 2s): its Service starting in namespace '
+            f"{ns} has no pod ready to answer; check the operator that serves it (kubectl get pods,endpoints -n {ns}), "
+            "then run the command again") in proc.stderr, proc.stderr
+    assert _job(cluster, ns) is None
+
+
+def test_submit_waits_out_a_webhook_whose_server_is_starting(cluster, ns, values_file, starting_webhook):
+    import sys
+
+    from tests.support import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "submit", values_file, "-n", ns], env=cluster.env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("waiting up to 30s for the admission webhook starting.pytorchjob-kit.test"), first
+        starting_webhook()  # the server is up: the API server admits the job on the next ask
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == "pytorchjob mnist created\n"
+    assert _job(cluster, ns)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+
+
 def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
     kubeconfig = _kubeconfig_with_token(cluster, tmp_path / "stale.yaml", "not-a-token")
     proc = cluster.cli("status", "x", "--kubeconfig", kubeconfig)
