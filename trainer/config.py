@@ -44,6 +44,9 @@ class Config:
     seed: int = _opt(1, "the same seed and world size give the same accuracies")
     threads: int = _opt(0, "torch CPU threads per process (0: torch's default, lowered to the CPUs this container may "
                         "use by its CPU limit and affinity; OMP_NUM_THREADS or MKL_NUM_THREADS, when set, wins)")
+    allreduce: str = _opt("auto", "how CPU ranks sum gradients: auto goes through shared memory when every rank can "
+                          "open the same /dev/shm (one host), else through the backend; backend always uses gloo's "
+                          "or nccl's own", choices=["auto", "backend"])
     rdzv_timeout: float = _opt(300.0, "seconds to wait for the other ranks and MASTER_ADDR:MASTER_PORT", positive=True)
     keep_checkpoints: int = _opt(3, "checkpoints kept (newest)", positive=True)
     resume: bool = _opt(True, "ignore existing checkpoints", flag="--no-resume")

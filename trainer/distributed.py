@@ -25,7 +25,8 @@ FINISHED_KEY, LEFT_KEY = "pytorchjob-kit/finished", "pytorchjob-kit/left"
 LEAVE_TIMEOUT_S = 60.0  # how long rank 0 keeps its store up for ranks still leaving
 # How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
-             "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv")
+             "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv",
+             "the shared-memory all-reduce")
 
 
 class LaunchError(RuntimeError):

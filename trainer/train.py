@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from . import atomic, checkpoint, data, distributed
+from . import allreduce, atomic, checkpoint, data, distributed
 from .config import Config
 from .distributed import Launch
 from .model import Net
@@ -109,6 +109,8 @@ class Trainer:
         self.start_epoch, self.start_position = 0, 0  # position: samples of the epoch's order already taken
         self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
         self.net = self.model
+        self.summing = launch.backend if launch.distributed else "none"  # how gradients are summed, for metrics.json
+        self.shared: allreduce.SharedMemoryAllReduce | None = None
         ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
         if ignored and launch.device.type != "cuda":
             many = len(ignored) > 1
@@ -148,8 +150,16 @@ class Trainer:
         """DDP over the model (and torch.compile over that), after resuming the bare model."""
         launch = self.launch
         if launch.distributed:
-            self.net = DistributedDataParallel(self.model, gradient_as_bucket_view=True,
+            if self.cfg.allreduce == "auto" and launch.backend == "gloo":
+                self.shared = allreduce.SharedMemoryAllReduce.connect(
+                    dist.distributed_c10d._get_default_store(), launch.rank, launch.world_size,
+                    allreduce.slot_bytes_for(self.model), self.cfg.rdzv_timeout)
+            cap = allreduce.bucket_cap_mb(self.shared.slot_bytes) if self.shared else None
+            self.net = DistributedDataParallel(self.model, gradient_as_bucket_view=True, bucket_cap_mb=cap,
                                                device_ids=[launch.device.index] if launch.device.type == "cuda" else None)
+            if self.shared is not None:
+                self.net.register_comm_hook(self.shared, allreduce.ddp_hook)
+                self.summing = "shared-memory"
         if self.cfg.compile:
             self.net = torch.compile(self.net)
 
@@ -163,9 +173,9 @@ class Trainer:
         """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
         cfg, launch = self.cfg, self.launch
         self.progress.steps = self.steps
+        how = f"{launch.backend}, {launch.device.type}" + (", gradients summed in shared memory" if self.shared else "")
         self.progress.line(f"training on {cfg.dataset}: {len(self.train_set)} samples, world size {launch.world_size} "
-                           f"({launch.backend}, {launch.device.type}), {self.steps} steps per rank per epoch, "
-                           f"lr {self.lr:.4g}")
+                           f"({how}), {self.steps} steps per rank per epoch, lr {self.lr:.4g}")
         started = time.perf_counter()
         for epoch in range(self.start_epoch, cfg.epochs):
             start = self.start_position if epoch == self.start_epoch else 0
@@ -175,7 +185,7 @@ class Trainer:
                 break
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
-            _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress)
+            _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress, self.summing)
         distributed.finish(launch)
         return 0
 
@@ -187,7 +197,10 @@ class Trainer:
         if (step - first) % STOP_POLL != 0:
             return False
         flag.fill_(1.0 if self.stop.requested else 0.0)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if self.shared is not None:  # the gradients' own path: gloo's threads stay idle between evaluations
+            self.shared.all_reduce_(flag)
+        else:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
     def train_epoch(self, epoch: int, start: int) -> bool:
@@ -244,8 +257,12 @@ def train(cfg: Config, launch: Launch) -> int:
     """Returns the process exit code: 0 done, 143 stopped by SIGTERM after a checkpoint."""
     trainer = Trainer(cfg, launch)
     trainer.resume()
-    trainer.wrap()
-    return trainer.run()
+    try:
+        trainer.wrap()
+        return trainer.run()
+    finally:
+        if trainer.shared is not None:
+            trainer.shared.close()
 
 
 def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):
@@ -261,7 +278,7 @@ def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):
     return found
 
 
-def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progress) -> None:
+def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progress, summing: str) -> None:
     model_path = atomic.write(out_dir / "mnist_cnn.pt", lambda f: torch.save(model.state_dict(), f))
     seconds = history["train_seconds"]
     metrics = {
@@ -278,6 +295,7 @@ def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progres
         "elapsed_seconds": round(history["elapsed_seconds"], 3),
         "samples_per_second": round(history["samples"] / seconds, 1) if seconds > 0 else 0.0,
         "threads": torch.get_num_threads(),
+        "allreduce": summing,
         "seed": cfg.seed,
     }
     atomic.write(out_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()))

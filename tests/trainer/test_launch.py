@@ -114,11 +114,14 @@ def test_a_rank_restarted_while_its_old_master_lives_leaves_at_once_with_the_ret
             proc.wait()
 
 
-def test_a_rank_whose_peer_dies_mid_training_exits_with_the_retry_code_naming_it(tmp_path):
+# auto: whichever notices first, the gradients' shared memory or gloo's next collective
+@pytest.mark.parametrize("allreduce", ["auto", "backend"])
+def test_a_rank_whose_peer_dies_mid_training_exits_with_the_retry_code_naming_it(tmp_path, allreduce):
     import signal
 
     port = trainer_procs.free_port()
-    args = ["--dataset", "digits", "--epochs", "50", "--threads", "1", "--output-dir", str(tmp_path)]
+    args = ["--dataset", "digits", "--epochs", "50", "--threads", "1", "--allreduce", allreduce,
+            "--output-dir", str(tmp_path)]
     master = trainer_procs.trainer(args, trainer_procs.operator_env(0, 2, port))
     worker = trainer_procs.trainer(args, trainer_procs.operator_env(1, 2, port), start_new_session=True)
     try:

@@ -25,7 +25,7 @@ def test_two_processes_under_the_operator_env_reach_95_percent(tmp_path):
     results = trainer_procs.run_operator_job(2, [*ARGS, "--output-dir", str(tmp_path)])
     assert [code for code, _ in results] == [0, 0], results
     m = metrics(tmp_path)
-    assert m["world_size"] == 2 and m["backend"] == "gloo"
+    assert m["world_size"] == 2 and m["backend"] == "gloo" and m["allreduce"] == "shared-memory"  # both on this host
     assert m["steps_per_rank"] == 12  # ceil(1437 / (2 x 64))
     assert len(m["epoch_accuracies"]) == 6 and all(0 <= a <= 1 for a in m["epoch_accuracies"])
     assert m["final_accuracy"] >= 0.95 and m["train_seconds"] < 60
@@ -46,6 +46,20 @@ def test_two_processes_under_torchrun_reach_95_percent(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = metrics(tmp_path)
     assert m["world_size"] == 2 and m["final_accuracy"] >= 0.95 and m["train_seconds"] < 60
+    assert m["allreduce"] == "shared-memory"
+
+
+def test_gradients_summed_in_shared_memory_train_exactly_as_gloo_does(tmp_path):
+    runs = {}
+    for mode in ("auto", "backend"):
+        results = trainer_procs.run_operator_job(2, [*ARGS, "--epochs", "2", "--allreduce", mode,
+                                                     "--output-dir", str(tmp_path / mode)])
+        assert [code for code, _ in results] == [0, 0], results
+        runs[mode] = metrics(tmp_path / mode)
+    assert runs["auto"]["allreduce"] == "shared-memory" and runs["backend"]["allreduce"] == "gloo"
+    assert runs["auto"]["epoch_losses"] == runs["backend"]["epoch_losses"]  # the same bits, epoch after epoch
+    ours, gloos = (torch.load(tmp_path / mode / "mnist_cnn.pt", weights_only=True) for mode in ("auto", "backend"))
+    assert all(torch.equal(ours[name], gloos[name]) for name in gloos)
 
 
 def test_same_seed_and_world_size_give_the_same_accuracies(tmp_path):

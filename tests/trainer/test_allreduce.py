@@ -1,0 +1,150 @@
+"""Gradients summed through shared memory: the same bits on every rank, nothing left behind in
+/dev/shm, the backend kept where memory is not shared, and a lost peer noticed at once."""
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from tests.support import trainer_procs
+from trainer import allreduce, distributed
+from trainer.model import Net
+
+
+def on_ranks(world, fn):
+    """fn(rank) on one thread per rank, as the ranks of one group; the first error is raised."""
+    errors = []
+
+    def body(rank):
+        try:
+            fn(rank)
+        except BaseException as exc:  # noqa: BLE001 (re-raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+
+
+def stores(world):
+    port = trainer_procs.free_port()
+    master = dist.TCPStore("127.0.0.1", port, world, is_master=True, wait_for_workers=False)
+    return [master] + [dist.TCPStore("127.0.0.1", port, world, is_master=False) for _ in range(world - 1)], port
+
+
+def connect(world, shm_dirs, slot_bytes=1 << 16, timeout=30.0):
+    group, _ = stores(world)
+    reducers = [None] * world
+
+    def join(rank):
+        reducers[rank] = allreduce.SharedMemoryAllReduce.connect(group[rank], rank, world, slot_bytes, timeout,
+                                                                 shm_dir=shm_dirs[rank])
+    on_ranks(world, join)
+    return reducers
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_every_rank_gets_the_same_sum_bit_for_bit(tmp_path, world):
+    reducers = connect(world, [tmp_path] * world)
+    assert all(r is not None for r in reducers)
+    assert list(tmp_path.iterdir()) == []  # rank 0 removed the folder once every rank had opened it
+    gen = torch.Generator().manual_seed(0)
+    # Five calls of differing sizes and types, so both alternating slot sets are used and reused.
+    cases = [(torch.float32, 1000), (torch.float32, 16384), (torch.float64, 8), (torch.bfloat16, 777), (torch.float32, 3)]
+    inputs = [[torch.randn(n, generator=gen).to(dtype) for _ in range(world)] for dtype, n in cases]
+    outputs = [[x.clone() for x in case] for case in inputs]
+
+    def reduce(rank):
+        for case in outputs:
+            reducers[rank].all_reduce_(case[rank])
+    on_ranks(world, reduce)
+
+    for case_in, case_out in zip(inputs, outputs, strict=True):
+        expected = torch.stack([x.double() for x in case_in]).sum(0)
+        for result in case_out:
+            assert torch.equal(result, case_out[0])  # every rank, the same bits
+        tol = 1e-2 if case_out[0].dtype == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(case_out[0].double(), expected, rtol=tol, atol=tol)
+
+
+def test_ranks_that_do_not_share_memory_keep_the_backend_and_leave_nothing(tmp_path):
+    ours, theirs = tmp_path / "host-a", tmp_path / "host-b"
+    ours.mkdir()
+    theirs.mkdir()
+    assert connect(2, [ours, theirs]) == [None, None]  # every rank decides alike
+    assert list(ours.iterdir()) == [] and list(theirs.iterdir()) == []
+
+
+def test_no_room_for_the_buckets_keeps_the_backend(tmp_path):
+    # posix_fallocate refuses 2 x 2 x 2**55 bytes on any file system: no mapping that could SIGBUS later
+    assert connect(2, [tmp_path] * 2, slot_bytes=1 << 55) == [None, None]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shared_folder_is_private_to_the_user(tmp_path):
+    folder = allreduce._offer(tmp_path, 2, 4096)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
+    assert set(modes) == {"data", "token", "pipe-0-1", "pipe-1-0"}
+    assert modes["data"] == modes["pipe-0-1"] == modes["pipe-1-0"] == 0o600
+    assert (folder / "data").stat().st_size == 2 * 2 * 4096
+
+
+def test_a_peer_that_never_arrives_is_named_after_the_timeout(tmp_path):
+    reducers = connect(2, [tmp_path] * 2, timeout=0.5)
+    with pytest.raises(distributed.PeerLost, match=r"rank\(s\) \[1\] did not reach the shared-memory all-reduce "
+                                                   r"within 0.5s"):
+        reducers[0].all_reduce_(torch.ones(4))
+
+
+def test_a_tensor_larger_than_the_slots_is_refused(tmp_path):
+    reducers = connect(2, [tmp_path] * 2, slot_bytes=64)
+    with pytest.raises(ValueError, match="a 68-byte all-reduce does not fit the 64-byte shared slots"):
+        reducers[0].all_reduce_(torch.ones(17))
+
+
+PEER = """
+import sys, time
+import torch.distributed as dist
+from trainer import allreduce
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 2, is_master=False)
+assert allreduce.SharedMemoryAllReduce.connect(store, 1, 2, 4096, 30, shm_dir=__import__("pathlib").Path(sys.argv[2]))
+print("connected", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_peer_whose_process_ends_is_noticed_at_once(tmp_path):
+    group, port = stores(1)  # rank 0's store; the peer is a real process of its own
+    peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), str(tmp_path)], env=trainer_procs.base_env(),
+                            cwd=trainer_procs.ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        reducer = allreduce.SharedMemoryAllReduce.connect(group[0], 0, 2, 4096, 300.0, shm_dir=tmp_path)
+        assert peer.stdout.readline() == "connected\n"
+        peer.kill()
+        peer.wait()
+        started = time.monotonic()
+        with pytest.raises(distributed.PeerLost) as caught:
+            reducer.all_reduce_(torch.ones(4))
+        assert str(caught.value) == "rank 1 left the shared-memory all-reduce (its process ended)"
+        assert time.monotonic() - started < 5  # not the 300 s timeout
+        assert distributed.peer_lost(RuntimeError(str(caught.value)))  # as DDP re-raises it from backward
+    finally:
+        if peer.poll() is None:
+            peer.kill()
+            peer.wait()
+
+
+def test_slots_hold_the_whole_gradient_up_to_their_cap(monkeypatch):
+    model = Net()
+    assert allreduce.slot_bytes_for(model) == sum(p.numel() * 4 for p in model.parameters())
+    monkeypatch.setattr(allreduce, "MAX_SLOT_BYTES", 1000)
+    assert allreduce.slot_bytes_for(model) == 1000
