@@ -54,6 +54,7 @@ class SharedMemoryAllReduce:
         rank 0's memory. Every rank of the group must call it."""
         if world_size < 2 or slot_bytes <= 0:
             return None
+        slot_bytes = -(-slot_bytes // 64) * 64  # every slot starts on a cache line, and fits any dtype's alignment
         if rank == 0:
             folder = _offer(shm_dir, world_size, slot_bytes)
             offer = {"folder": str(folder), "token": (folder / "token").read_text()} if folder else {}

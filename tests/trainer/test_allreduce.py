@@ -105,6 +105,14 @@ def test_a_peer_that_never_arrives_is_named_after_the_timeout(tmp_path):
         reducers[0].all_reduce_(torch.ones(4))
 
 
+def test_slots_are_rounded_to_cache_lines_for_any_dtype(tmp_path):
+    reducers = connect(2, [tmp_path] * 2, slot_bytes=1002)  # a bf16 model's odd size
+    assert reducers[0].slot_bytes == 1024
+    outputs = [torch.full((256,), 1.5, dtype=torch.float32), torch.full((256,), 2.0, dtype=torch.float32)]
+    on_ranks(2, lambda rank: reducers[rank].all_reduce_(outputs[rank]))
+    assert torch.equal(outputs[0], torch.full((256,), 3.5)) and torch.equal(outputs[1], outputs[0])
+
+
 def test_a_tensor_larger_than_the_slots_is_refused(tmp_path):
     reducers = connect(2, [tmp_path] * 2, slot_bytes=64)
     with pytest.raises(ValueError, match="a 68-byte all-reduce does not fit the 64-byte shared slots"):
