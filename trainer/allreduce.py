@@ -12,11 +12,11 @@ file, so a lost peer is noticed at once instead of at a timeout.
 Nothing of it stays on disk: rank 0 removes the folder as soon as every rank has opened its
 files. Ranks on different hosts, a /dev/shm too small for the buckets, or a backend other than
 gloo keep the backend's own all-reduce."""
-import json
 import os
 import secrets
 import select
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -27,11 +27,10 @@ import torch.distributed as dist
 from .distributed import PeerLost
 
 SHM_DIR = Path("/dev/shm")
-PREFIX = "pytorchjob-kit/shm-allreduce"
-# One slot holds one bucket; the file holds 2 x world size slots, and a container's /dev/shm is
-# often 64 MiB. A model larger than a slot has buckets of this size, and the odd larger one (DDP's
-# first step puts every gradient in one bucket) goes through the backend.
+# One slot holds one bucket, or one piece of a larger one; the file holds 2 x world size slots,
+# and a container's /dev/shm is often 64 MiB.
 MAX_SLOT_BYTES = 8 << 20
+OFFER_BYTES = 1024  # rank 0's folder and token, as a fixed-size tensor every rank receives
 
 
 class SharedMemoryAllReduce:
@@ -43,63 +42,71 @@ class SharedMemoryAllReduce:
         self.slot_bytes = data.numel() // (2 * world_size)
         # [parity][rank][bytes]: two alternating sets, so a rank that has gone on to the next
         # call never overwrites a copy a slower peer is still summing.
-        self.slots = data.view(2, world_size, self.slot_bytes)
+        self.slots: torch.Tensor | None = data.view(2, world_size, self.slot_bytes)
         self.readers, self.writers = readers, writers
         self.calls = 0
 
     @classmethod
-    def connect(cls, store, rank: int, world_size: int, slot_bytes: int, timeout_s: float,
+    def connect(cls, group, rank: int, world_size: int, slot_bytes: int, timeout_s: float, wanted: bool = True,
                 shm_dir: Path = SHM_DIR) -> "SharedMemoryAllReduce | None":
-        """Set up over the group's store; None (on every rank alike) when some rank cannot share
-        rank 0's memory. Every rank of the group must call it."""
+        """Set up through the group's own collectives (a ProcessGroup), which every rank of it must
+        call, `wanted` or not; None on every rank alike unless every rank wants it and can share
+        rank 0's memory. Collectives rather than the store: torchrun keeps one store across its
+        restarts of the workers, and a peer that dies here fails a collective at once."""
         if world_size < 2 or slot_bytes <= 0:
             return None
         slot_bytes = -(-slot_bytes // 64) * 64  # every slot starts on a cache line, and fits any dtype's alignment
-        if rank == 0:
-            folder = _offer(shm_dir, world_size, slot_bytes)
-            offer = {"folder": str(folder), "token": (folder / "token").read_text()} if folder else {}
-            store.set(f"{PREFIX}/offer", json.dumps(offer))
-        offer = json.loads(store.get(f"{PREFIX}/offer"))
-        folder = Path(offer["folder"]) if offer else None
-        sees = folder is not None and folder.parent == shm_dir and _reads_token(folder, offer["token"])
-        store.set(f"{PREFIX}/sees/{rank}", "1" if sees else "0")
-        everyone = all(store.get(f"{PREFIX}/sees/{r}") == b"1" for r in range(world_size))
-        if not everyone:
-            if rank == 0 and folder:
-                shutil.rmtree(folder, ignore_errors=True)
-            return None
-        readers, writers = {}, {}
+        folder = None
+        readers: dict[int, int] = {}
+        writers: dict[int, int] = {}
         try:
-            # Read ends first (non-blocking opens succeed without a writer), then, once every
-            # rank has its read ends, the write ends; a pipe then reads as ended only when its
-            # writer's process has.
-            for peer in range(world_size):
-                if peer != rank:
-                    readers[peer] = os.open(folder / f"pipe-{peer}-{rank}", os.O_RDONLY | os.O_NONBLOCK)
-            _barrier(store, "readers", rank, world_size)
-            for peer in range(world_size):
-                if peer != rank:
-                    writers[peer] = os.open(folder / f"pipe-{rank}-{peer}", os.O_WRONLY | os.O_NONBLOCK)
-            size = 2 * world_size * slot_bytes
-            data = torch.from_file(str(folder / "data"), shared=True, size=size, dtype=torch.uint8)
-            _barrier(store, "opened", rank, world_size)
+            if rank == 0 and wanted:
+                folder = _offer(shm_dir, world_size, slot_bytes)
+            offer = _broadcast_text(group, rank, f"{folder}\n{(folder / 'token').read_text()}" if folder else "")
+            if rank != 0 and offer:
+                where, token = offer.split("\n")
+                folder = Path(where)
+                wanted = wanted and _is_rank0s(folder, token, shm_dir)
+            if not _everyone(group, bool(offer) and wanted):
+                return None
+            # Read ends first (a non-blocking open needs no writer yet), then, once every rank has
+            # its read ends, the write ends: a pipe then reads as ended only when its writer's
+            # process has.
+            opened = _open_pipes(folder, rank, world_size, os.O_RDONLY, readers, lambda peer: f"pipe-{peer}-{rank}")
+            if not _everyone(group, opened):
+                return None
+            opened = _open_pipes(folder, rank, world_size, os.O_WRONLY, writers, lambda peer: f"pipe-{rank}-{peer}")
+            try:
+                data = torch.from_file(str(folder / "data"), shared=True, size=2 * world_size * slot_bytes,
+                                       dtype=torch.uint8)
+            except RuntimeError:
+                opened = False
+            if not _everyone(group, opened):
+                return None
+            reducer = cls(rank, world_size, data, readers, writers, timeout_s)
+            readers, writers = {}, {}  # the reducer's now
+            return reducer
         finally:
-            if rank == 0:  # every rank has its files open, or the set-up failed: nothing stays behind
+            for fd in (*readers.values(), *writers.values()):
+                os.close(fd)
+            if rank == 0 and folder is not None:  # every rank has its files open, or gave up: nothing stays
                 shutil.rmtree(folder, ignore_errors=True)
-        return cls(rank, world_size, data, readers, writers, timeout_s)
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Sum `tensor` over the group, in place; every rank ends with the same bits."""
+        """Sum `tensor` over the group, in place; every rank ends with the same bits. A tensor
+        larger than a slot goes in slot-sized pieces."""
+        if self.slots is None:
+            raise RuntimeError("this shared-memory all-reduce was closed")
         flat = tensor.view(-1)
-        nbytes = flat.numel() * flat.element_size()
-        if nbytes > self.slot_bytes:
-            raise ValueError(f"a {nbytes}-byte all-reduce does not fit the {self.slot_bytes}-byte shared slots")
-        parity = self.calls % 2
-        self.calls += 1
-        slots = self.slots[parity, :, :nbytes].view(self.world_size, -1).view(flat.dtype)
-        slots[self.rank].copy_(flat)
-        self._wait_for_peers()
-        torch.sum(slots, dim=0, out=flat)
+        per_slot = self.slot_bytes // flat.element_size()
+        for piece in flat.split(per_slot):
+            parity = self.calls % 2
+            self.calls += 1
+            nbytes = piece.numel() * piece.element_size()
+            slots = self.slots[parity, :, :nbytes].view(piece.dtype)
+            slots[self.rank].copy_(piece)
+            self._wait_for_peers()
+            torch.sum(slots, dim=0, out=piece)
         return tensor
 
     def _wait_for_peers(self) -> None:
@@ -108,46 +115,47 @@ class SharedMemoryAllReduce:
                 os.write(fd, b"\0")
             except BrokenPipeError:
                 raise PeerLost(f"rank {peer} left the shared-memory all-reduce (its process ended)") from None
-        waiting = dict(self.readers)
+        waiting = {fd: peer for peer, fd in self.readers.items()}
+        poller = select.poll()  # of the pipes still awaited: a peer already a call ahead is not read twice
+        for fd in waiting:
+            poller.register(fd, select.POLLIN)
         deadline = time.monotonic() + self.timeout_s
         while waiting:
             left = deadline - time.monotonic()
-            ready, _, _ = select.select(list(waiting.values()), [], [], max(left, 0))
+            ready = poller.poll(left * 1000) if left > 0 else []
             if not ready:
-                raise PeerLost(f"rank(s) {sorted(waiting)} did not reach the shared-memory all-reduce within "
-                               f"{self.timeout_s:g}s")
-            for peer, fd in list(waiting.items()):
-                if fd in ready:
+                raise PeerLost(f"rank(s) {sorted(waiting.values())} did not reach the shared-memory all-reduce "
+                               f"within {self.timeout_s:g}s")
+            for fd, _ in ready:
+                if fd in waiting:
                     if not os.read(fd, 1):
-                        raise PeerLost(f"rank {peer} left the shared-memory all-reduce (its process ended)")
-                    del waiting[peer]
+                        raise PeerLost(f"rank {waiting[fd]} left the shared-memory all-reduce (its process ended)")
+                    del waiting[fd]
+                    poller.unregister(fd)
 
     def close(self) -> None:
         for fd in (*self.readers.values(), *self.writers.values()):
             os.close(fd)
-        self.readers, self.writers = {}, {}
+        self.readers, self.writers, self.slots = {}, {}, None
 
 
 def ddp_hook(state: SharedMemoryAllReduce, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """A DDP communication hook (`register_comm_hook(state, ddp_hook)`): the mean of the bucket's
-    gradients, as DDP's own hook gives. A bucket larger than the slots goes through the backend."""
-    buffer = bucket.buffer().div_(state.world_size)
-    if buffer.numel() * buffer.element_size() > state.slot_bytes:
-        return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
-    state.all_reduce_(buffer)
+    gradients, as DDP's own hook gives."""
+    buffer = state.all_reduce_(bucket.buffer().div_(state.world_size))
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     fut.set_result(buffer)
     return fut
 
 
 def slot_bytes_for(model: torch.nn.Module) -> int:
-    """Room for the model's whole gradient in one bucket, up to MAX_SLOT_BYTES."""
+    """Room for the model's whole gradient in one slot, up to MAX_SLOT_BYTES."""
     return min(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad), MAX_SLOT_BYTES)
 
 
 def bucket_cap_mb(slot_bytes: int) -> float:
-    """DDP's bucket cap for these slots: one bucket for a model that fits one, else slot-sized ones,
-    since every rank waits for its peers at each bucket."""
+    """DDP's bucket cap for these slots: one bucket for a model that fits one (every rank waits
+    for its peers at each bucket, so fewer is better), else buckets about a slot's size."""
     return slot_bytes / (1 << 20)
 
 
@@ -177,14 +185,42 @@ def _offer(shm_dir: Path, world_size: int, slot_bytes: int) -> Path | None:
     return folder
 
 
-def _reads_token(folder: Path, token: str) -> bool:
-    """Whether this rank sees rank 0's folder itself, not a namesake in another host's /dev/shm."""
+def _is_rank0s(folder: Path, token: str, shm_dir: Path) -> bool:
+    """Whether this rank sees rank 0's folder itself: in its own /dev/shm (not a namesake in
+    another host's), a real folder of this user's that no one else can open, holding the token."""
     try:
-        return (folder / "token").read_text() == token
+        info = folder.lstat()
+        return (folder.parent == shm_dir and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+                and stat.S_IMODE(info.st_mode) == 0o700 and (folder / "token").read_text() == token)
     except OSError:
         return False
 
 
-def _barrier(store, name: str, rank: int, world_size: int) -> None:
-    store.set(f"{PREFIX}/{name}/{rank}", "1")
-    store.wait([f"{PREFIX}/{name}/{r}" for r in range(world_size)])
+def _broadcast_text(group, rank: int, text: str) -> str:
+    buffer = torch.zeros(OFFER_BYTES, dtype=torch.uint8)
+    if rank == 0:
+        raw = text.encode()[:OFFER_BYTES]
+        buffer[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    group.broadcast([buffer], opts).wait()
+    return bytes(buffer.tolist()).rstrip(b"\0").decode()
+
+
+def _everyone(group, yes: bool) -> bool:
+    """Whether every rank says yes; a collective, so also a barrier."""
+    flag = torch.tensor([1 if yes else 0], dtype=torch.int32)
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.MIN
+    group.allreduce([flag], opts).wait()
+    return bool(flag.item())
+
+
+def _open_pipes(folder: Path, rank: int, world_size: int, mode: int, into: dict[int, int], name) -> bool:
+    try:
+        for peer in range(world_size):
+            if peer != rank:
+                into[peer] = os.open(folder / name(peer), mode | os.O_NONBLOCK)
+    except OSError:
+        return False
+    return True

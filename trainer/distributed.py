@@ -22,11 +22,11 @@ import torch.distributed as dist
 RETRY_EXIT = 200  # in 128-255: restartPolicy ExitCode retries it, as it retries a kill
 GENERATION_KEY = "pytorchjob-kit/generation"
 FINISHED_KEY, LEFT_KEY = "pytorchjob-kit/finished", "pytorchjob-kit/left"
+_OWN_STORE: list = []  # under torchrun, the store under this group's own name (set by init)
 LEAVE_TIMEOUT_S = 60.0  # how long rank 0 keeps its store up for ranks still leaving
 # How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
-             "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv",
-             "the shared-memory all-reduce")
+             "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv")
 
 
 class LaunchError(RuntimeError):
@@ -127,9 +127,14 @@ def init(launch: Launch, timeout_s: float) -> None:
     timeout = datetime.timedelta(seconds=timeout_s)
     device_id = launch.device if launch.device.type == "cuda" else None
     try:
-        if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's agent store already has its restart rounds
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's agent has held the rendezvous
             dist.init_process_group(launch.backend, init_method="env://", rank=launch.rank,
                                     world_size=launch.world_size, timeout=timeout, device_id=device_id)
+            # Its store serves every restart of the workers alike, so this group's own keys go
+            # under a name rank 0 draws, where no earlier attempt's can be read.
+            name = [uuid.uuid4().hex[:12] if launch.is_main else None]
+            dist.broadcast_object_list(name, src=0)
+            _OWN_STORE[:] = [dist.PrefixStore(f"group-{name[0]}", dist.distributed_c10d._get_default_store())]
             return
         store = _join_generation(launch, timeout)
     except (RuntimeError, ValueError, OSError) as exc:
@@ -166,7 +171,7 @@ def finish(launch: Launch) -> None:
     outcome is decided."""
     if not (dist.is_available() and dist.is_initialized()):
         return
-    store = dist.distributed_c10d._get_default_store()
+    store = _OWN_STORE[0] if _OWN_STORE else dist.distributed_c10d._get_default_store()
     if launch.is_main:
         store.set(FINISHED_KEY, "1")
     else:

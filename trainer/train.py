@@ -150,10 +150,10 @@ class Trainer:
         """DDP over the model (and torch.compile over that), after resuming the bare model."""
         launch = self.launch
         if launch.distributed:
-            if self.cfg.allreduce == "auto" and launch.backend == "gloo":
+            if launch.backend == "gloo":  # every rank takes part, so one rank's --allreduce backend is everyone's
                 self.shared = allreduce.SharedMemoryAllReduce.connect(
-                    dist.distributed_c10d._get_default_store(), launch.rank, launch.world_size,
-                    allreduce.slot_bytes_for(self.model), self.cfg.rdzv_timeout)
+                    dist.distributed_c10d._get_default_group(), launch.rank, launch.world_size,
+                    allreduce.slot_bytes_for(self.model), self.cfg.rdzv_timeout, wanted=self.cfg.allreduce == "auto")
             cap = allreduce.bucket_cap_mb(self.shared.slot_bytes) if self.shared else None
             self.net = DistributedDataParallel(self.model, gradient_as_bucket_view=True, bucket_cap_mb=cap,
                                                device_ids=[launch.device.index] if launch.device.type == "cuda" else None)

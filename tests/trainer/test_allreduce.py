@@ -1,5 +1,7 @@
 """Gradients summed through shared memory: the same bits on every rank, nothing left behind in
-/dev/shm, the backend kept where memory is not shared, and a lost peer noticed at once."""
+/dev/shm, the backend kept wherever memory is not shared, and a lost peer noticed at once. The
+ranks are threads here, each with a real gloo group of its own, or real processes."""
+import datetime
 import stat
 import subprocess
 import sys
@@ -25,28 +27,37 @@ def on_ranks(world, fn):
         except BaseException as exc:  # noqa: BLE001 (re-raised below)
             errors.append(exc)
 
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(world)]
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
     if errors:
         raise errors[0]
 
 
-def stores(world):
-    port = trainer_procs.free_port()
+def gloo_groups(world, port=None):
+    """A gloo group per rank over one TCPStore, as init_process_group makes them."""
+    port = port or trainer_procs.free_port()
     master = dist.TCPStore("127.0.0.1", port, world, is_master=True, wait_for_workers=False)
-    return [master] + [dist.TCPStore("127.0.0.1", port, world, is_master=False) for _ in range(world - 1)], port
+    stores = [master] + [dist.TCPStore("127.0.0.1", port, world, is_master=False) for _ in range(world - 1)]
+    groups = [None] * world
+
+    def join(rank):
+        groups[rank] = dist.ProcessGroupGloo(stores[rank], rank, world, datetime.timedelta(seconds=30))
+    on_ranks(world, join)
+    return groups
 
 
-def connect(world, shm_dirs, slot_bytes=1 << 16, timeout=30.0):
-    group, _ = stores(world)
+def connect(world, shm_dirs, slot_bytes=1 << 16, timeout=30.0, wanted=None):
+    groups = gloo_groups(world)
     reducers = [None] * world
 
     def join(rank):
-        reducers[rank] = allreduce.SharedMemoryAllReduce.connect(group[rank], rank, world, slot_bytes, timeout,
-                                                                 shm_dir=shm_dirs[rank])
+        reducers[rank] = allreduce.SharedMemoryAllReduce.connect(
+            groups[rank], rank, world, slot_bytes, timeout, wanted=True if wanted is None else wanted[rank],
+            shm_dir=shm_dirs[rank])
     on_ranks(world, join)
     return reducers
 
@@ -57,8 +68,10 @@ def test_every_rank_gets_the_same_sum_bit_for_bit(tmp_path, world):
     assert all(r is not None for r in reducers)
     assert list(tmp_path.iterdir()) == []  # rank 0 removed the folder once every rank had opened it
     gen = torch.Generator().manual_seed(0)
-    # Five calls of differing sizes and types, so both alternating slot sets are used and reused.
-    cases = [(torch.float32, 1000), (torch.float32, 16384), (torch.float64, 8), (torch.bfloat16, 777), (torch.float32, 3)]
+    # Calls of differing sizes and types, so both alternating slot sets are used and reused; the
+    # last is larger than a slot (64 KiB) and goes in pieces.
+    cases = [(torch.float32, 1000), (torch.float32, 16384), (torch.float64, 8), (torch.bfloat16, 777),
+             (torch.float32, 3), (torch.float32, 40000)]
     inputs = [[torch.randn(n, generator=gen).to(dtype) for _ in range(world)] for dtype, n in cases]
     outputs = [[x.clone() for x in case] for case in inputs]
 
@@ -83,7 +96,13 @@ def test_ranks_that_do_not_share_memory_keep_the_backend_and_leave_nothing(tmp_p
     assert list(ours.iterdir()) == [] and list(theirs.iterdir()) == []
 
 
-def test_no_room_for_the_buckets_keeps_the_backend(tmp_path):
+def test_one_rank_asking_for_the_backend_decides_for_all(tmp_path):
+    assert connect(3, [tmp_path] * 3, wanted=[True, True, False]) == [None, None, None]
+    assert connect(2, [tmp_path] * 2, wanted=[False, True]) == [None, None]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_room_for_the_slots_keeps_the_backend(tmp_path):
     # posix_fallocate refuses 2 x 2 x 2**55 bytes on any file system: no mapping that could SIGBUS later
     assert connect(2, [tmp_path] * 2, slot_bytes=1 << 55) == [None, None]
     assert list(tmp_path.iterdir()) == []
@@ -98,11 +117,16 @@ def test_the_shared_folder_is_private_to_the_user(tmp_path):
     assert (folder / "data").stat().st_size == 2 * 2 * 4096
 
 
-def test_a_peer_that_never_arrives_is_named_after_the_timeout(tmp_path):
-    reducers = connect(2, [tmp_path] * 2, timeout=0.5)
-    with pytest.raises(distributed.PeerLost, match=r"rank\(s\) \[1\] did not reach the shared-memory all-reduce "
-                                                   r"within 0.5s"):
-        reducers[0].all_reduce_(torch.ones(4))
+def test_a_folder_others_could_open_or_a_link_is_not_taken(tmp_path):
+    folder = allreduce._offer(tmp_path, 2, 4096)
+    token = (folder / "token").read_text()
+    assert allreduce._is_rank0s(folder, token, tmp_path)
+    assert not allreduce._is_rank0s(folder, "another token", tmp_path)
+    link = tmp_path / "trainer-allreduce-link"
+    link.symlink_to(folder)
+    assert not allreduce._is_rank0s(link, token, tmp_path)
+    folder.chmod(0o755)
+    assert not allreduce._is_rank0s(folder, token, tmp_path)
 
 
 def test_slots_are_rounded_to_cache_lines_for_any_dtype(tmp_path):
@@ -113,38 +137,76 @@ def test_slots_are_rounded_to_cache_lines_for_any_dtype(tmp_path):
     assert torch.equal(outputs[0], torch.full((256,), 3.5)) and torch.equal(outputs[1], outputs[0])
 
 
-def test_a_tensor_larger_than_the_slots_is_refused(tmp_path):
-    reducers = connect(2, [tmp_path] * 2, slot_bytes=64)
-    with pytest.raises(ValueError, match="a 68-byte all-reduce does not fit the 64-byte shared slots"):
-        reducers[0].all_reduce_(torch.ones(17))
+def test_a_peer_that_never_arrives_is_named_after_the_timeout(tmp_path):
+    reducers = connect(2, [tmp_path] * 2, timeout=0.5)
+    with pytest.raises(distributed.PeerLost, match=r"rank\(s\) \[1\] did not reach the shared-memory all-reduce "
+                                                   r"within 0.5s"):
+        reducers[0].all_reduce_(torch.ones(4))
+
+
+def test_a_closed_reducer_refuses_instead_of_summing_alone(tmp_path):
+    reducers = connect(2, [tmp_path] * 2)
+    reducers[0].close()
+    with pytest.raises(RuntimeError, match="this shared-memory all-reduce was closed"):
+        reducers[0].all_reduce_(torch.ones(4))
 
 
 PEER = """
-import sys, time
+import datetime, pathlib, sys, time
 import torch.distributed as dist
 from trainer import allreduce
 store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 2, is_master=False)
-assert allreduce.SharedMemoryAllReduce.connect(store, 1, 2, 4096, 30, shm_dir=__import__("pathlib").Path(sys.argv[2]))
-print("connected", flush=True)
+group = dist.ProcessGroupGloo(store, 1, 2, datetime.timedelta(seconds=30))
+if sys.argv[3] == "connect":
+    assert allreduce.SharedMemoryAllReduce.connect(group, 1, 2, 4096, 30, shm_dir=pathlib.Path(sys.argv[2]))
+print("ready", flush=True)
 time.sleep(300)
 """
 
 
-def test_a_peer_whose_process_ends_is_noticed_at_once(tmp_path):
-    group, port = stores(1)  # rank 0's store; the peer is a real process of its own
-    peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), str(tmp_path)], env=trainer_procs.base_env(),
+def peer_process(port, shm_dir, what):
+    return subprocess.Popen([sys.executable, "-c", PEER, str(port), str(shm_dir), what], env=trainer_procs.base_env(),
                             cwd=trainer_procs.ROOT, stdout=subprocess.PIPE, text=True)
+
+
+def rank0_group(port):
+    store = dist.TCPStore("127.0.0.1", port, 2, is_master=True, wait_for_workers=False)
+    return dist.ProcessGroupGloo(store, 0, 2, datetime.timedelta(seconds=30))
+
+
+def test_a_peer_whose_process_ends_is_noticed_at_once(tmp_path):
+    port = trainer_procs.free_port()
+    peer = peer_process(port, tmp_path, "connect")
     try:
-        reducer = allreduce.SharedMemoryAllReduce.connect(group[0], 0, 2, 4096, 300.0, shm_dir=tmp_path)
-        assert peer.stdout.readline() == "connected\n"
+        reducer = allreduce.SharedMemoryAllReduce.connect(rank0_group(port), 0, 2, 4096, 300.0, shm_dir=tmp_path)
+        assert peer.stdout.readline() == "ready\n"
         peer.kill()
         peer.wait()
         started = time.monotonic()
-        with pytest.raises(distributed.PeerLost) as caught:
+        with pytest.raises(distributed.PeerLost, match=r"^rank 1 left the shared-memory all-reduce \(its process "
+                                                       r"ended\)$"):
             reducer.all_reduce_(torch.ones(4))
-        assert str(caught.value) == "rank 1 left the shared-memory all-reduce (its process ended)"
         assert time.monotonic() - started < 5  # not the 300 s timeout
-        assert distributed.peer_lost(RuntimeError(str(caught.value)))  # as DDP re-raises it from backward
+    finally:
+        if peer.poll() is None:
+            peer.kill()
+            peer.wait()
+
+
+def test_a_peer_that_dies_while_setting_up_fails_the_group_at_once_and_leaves_nothing(tmp_path):
+    port = trainer_procs.free_port()
+    peer = peer_process(port, tmp_path, "join")  # joins the group, then never takes part in the set-up
+    try:
+        group = rank0_group(port)
+        assert peer.stdout.readline() == "ready\n"
+        peer.kill()
+        peer.wait()
+        started = time.monotonic()
+        with pytest.raises(RuntimeError) as caught:
+            allreduce.SharedMemoryAllReduce.connect(group, 0, 2, 4096, 300.0, shm_dir=tmp_path)
+        assert distributed.peer_lost(caught.value), caught.value  # the trainer exits 200 and is restarted
+        assert time.monotonic() - started < 20
+        assert list(tmp_path.iterdir()) == []
     finally:
         if peer.poll() is None:
             peer.kill()

@@ -125,13 +125,15 @@ def test_a_rank_whose_peer_dies_mid_training_exits_with_the_retry_code_naming_it
     master = trainer_procs.trainer(args, trainer_procs.operator_env(0, 2, port))
     worker = trainer_procs.trainer(args, trainer_procs.operator_env(1, 2, port), start_new_session=True)
     try:
-        for line in master.stdout:
-            if "epoch 1 step" in line:
+        line = master.stdout.readline()  # "training on ...", saying how gradients are summed
+        for progress in master.stdout:
+            if "epoch 1 step" in progress:
                 break
         worker.send_signal(signal.SIGKILL)
         out, _ = master.communicate(timeout=60)
         assert master.returncode == distributed.RETRY_EXIT, out
         assert "trainer (rank 0): the group lost a peer (" in out and "joins the Master's next generation" in out
+        assert ("gradients summed in shared memory" in line) == (allreduce == "auto")
         assert "Traceback (most recent call last)" not in out
     finally:
         for proc in (master, worker):

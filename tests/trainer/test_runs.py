@@ -1,5 +1,6 @@
 """Real training runs on the digits data set: accuracy, outputs, reproducibility, resume."""
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -47,6 +48,37 @@ def test_two_processes_under_torchrun_reach_95_percent(tmp_path):
     m = metrics(tmp_path)
     assert m["world_size"] == 2 and m["final_accuracy"] >= 0.95 and m["train_seconds"] < 60
     assert m["allreduce"] == "shared-memory"
+
+
+def test_torchrun_restarts_its_workers_into_a_group_of_their_own(tmp_path):
+    """torchrun's agent keeps one store for every restart of its workers: the restarted group
+    must neither read the first attempt's set-up nor its end."""
+    port = trainer_procs.free_port()
+    env = trainer_procs.base_env(PET_NPROC_PER_NODE="2", PET_NNODES="1", PET_NODE_RANK="0", PET_MAX_RESTARTS="1",
+                                 PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port))
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--module", "trainer", *ARGS,
+                             "--log-interval", "1", "--output-dir", str(tmp_path)], env=env, cwd=trainer_procs.ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("epoch 2 step 3/"):
+                break
+        children = [int(pid) for pid in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        assert len(children) == 2, seen
+        os.kill(max(children), signal.SIGKILL)  # the later-started worker: rank 1
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=240) == 0, "".join(seen) + rest
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    starts = [line for line in ("".join(seen) + rest).splitlines() if "training on digits" in line]
+    assert len(starts) == 2 and all("gradients summed in shared memory" in line for line in starts), starts
+    assert "resumed from" in rest
+    m = metrics(tmp_path)
+    assert m["allreduce"] == "shared-memory" and len(m["epoch_accuracies"]) == 6 and m["final_accuracy"] >= 0.95
 
 
 def test_gradients_summed_in_shared_memory_train_exactly_as_gloo_does(tmp_path):
