@@ -201,18 +201,14 @@ def _broadcast_text(group, rank: int, text: str) -> str:
     if rank == 0:
         raw = text.encode()[:OFFER_BYTES]
         buffer[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
-    opts = dist.BroadcastOptions()
-    opts.rootRank = 0
-    group.broadcast([buffer], opts).wait()
+    group.broadcast(buffer, 0).wait()
     return bytes(buffer.tolist()).rstrip(b"\0").decode()
 
 
 def _everyone(group, yes: bool) -> bool:
     """Whether every rank says yes; a collective, so also a barrier."""
     flag = torch.tensor([1 if yes else 0], dtype=torch.int32)
-    opts = dist.AllreduceOptions()
-    opts.reduceOp = dist.ReduceOp.MIN
-    group.allreduce([flag], opts).wait()
+    group.allreduce([flag], dist.ReduceOp.MIN).wait()
     return bool(flag.item())
 
 
