@@ -22,7 +22,6 @@ import torch.distributed as dist
 RETRY_EXIT = 200  # in 128-255: restartPolicy ExitCode retries it, as it retries a kill
 GENERATION_KEY = "pytorchjob-kit/generation"
 FINISHED_KEY, LEFT_KEY = "pytorchjob-kit/finished", "pytorchjob-kit/left"
-_OWN_STORE: list = []  # under torchrun, the store under this group's own name (set by init)
 LEAVE_TIMEOUT_S = 60.0  # how long rank 0 keeps its store up for ranks still leaving
 # How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
@@ -128,15 +127,9 @@ def init(launch: Launch, timeout_s: float) -> None:
     device_id = launch.device if launch.device.type == "cuda" else None
     try:
         if "TORCHELASTIC_RUN_ID" in os.environ:  # torchrun's agent has held the rendezvous
-            dist.init_process_group(launch.backend, init_method="env://", rank=launch.rank,
-                                    world_size=launch.world_size, timeout=timeout, device_id=device_id)
-            # Its store serves every restart of the workers alike, so this group's own keys go
-            # under a name rank 0 draws, where no earlier attempt's can be read.
-            name = [uuid.uuid4().hex[:12] if launch.is_main else None]
-            dist.broadcast_object_list(name, src=0)
-            _OWN_STORE[:] = [dist.PrefixStore(f"group-{name[0]}", dist.distributed_c10d._get_default_store())]
-            return
-        store = _join_generation(launch, timeout)
+            store = _torchrun_attempt(launch, timeout)
+        else:
+            store = _join_generation(launch, timeout)
     except (RuntimeError, ValueError, OSError) as exc:
         if isinstance(exc, PeerLost):
             raise
@@ -146,6 +139,19 @@ def init(launch: Launch, timeout_s: float) -> None:
                           "pytorchjob-port is reachable, or raise --rdzv-timeout") from exc
     dist.init_process_group(launch.backend, store=store, rank=launch.rank, world_size=launch.world_size,
                             timeout=timeout, device_id=device_id)
+
+
+def _torchrun_attempt(launch: Launch, timeout: datetime.timedelta):
+    """The store torchrun's agent serves, under a prefix of this start of the workers' own. The
+    agent serves one store to every start, and torch adds no prefix per start, so a restarted group
+    would read the last one's keys: gloo's addresses of ranks that are gone (its connect then fails,
+    "Connection refused"), and this trainer's end of the run. A failure restart raises
+    TORCHELASTIC_RESTART_COUNT, and a change of membership changes the world size."""
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), launch.world_size,
+                          is_master=launch.is_main and not agent, timeout=timeout, wait_for_workers=False)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"pytorchjob-kit/attempt-{attempt}-world-{launch.world_size}", store)
 
 
 def _join_generation(launch: Launch, timeout: datetime.timedelta):
@@ -171,7 +177,7 @@ def finish(launch: Launch) -> None:
     outcome is decided."""
     if not (dist.is_available() and dist.is_initialized()):
         return
-    store = _OWN_STORE[0] if _OWN_STORE else dist.distributed_c10d._get_default_store()
+    store = dist.distributed_c10d._get_default_store()
     if launch.is_main:
         store.set(FINISHED_KEY, "1")
     else:
