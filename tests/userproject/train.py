@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "result.json").write_text(json.dumps({"world_size": world, "steps": step, "loss": round(loss.item(), 4),
                                                      "accuracy": round(accuracy, 4)}) + "\n")
         print(f"toy: wrote {out / 'result.json'}", flush=True)
+    dist.barrier()  # no rank tears its connections down while a peer still uses them
     dist.destroy_process_group()
     return 0
 
