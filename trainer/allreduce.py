@@ -114,7 +114,7 @@ class SharedMemoryAllReduce:
             try:
                 os.write(fd, b"\0")
             except BrokenPipeError:
-                raise PeerLost(f"rank {peer} left the shared-memory all-reduce (its process ended)") from None
+                raise _gone(peer) from None
         waiting = {fd: peer for peer, fd in self.readers.items()}
         poller = select.poll()  # of the pipes still awaited: a peer already a call ahead is not read twice
         for fd in waiting:
@@ -129,7 +129,7 @@ class SharedMemoryAllReduce:
             for fd, _ in ready:
                 if fd in waiting:
                     if not os.read(fd, 1):
-                        raise PeerLost(f"rank {waiting[fd]} left the shared-memory all-reduce (its process ended)")
+                        raise _gone(waiting[fd])
                     del waiting[fd]
                     poller.unregister(fd)
 
@@ -137,6 +137,10 @@ class SharedMemoryAllReduce:
         for fd in (*self.readers.values(), *self.writers.values()):
             os.close(fd)
         self.readers, self.writers, self.slots = {}, {}, None
+
+
+def _gone(peer: int) -> PeerLost:
+    return PeerLost(f"rank {peer} left the shared-memory all-reduce (its process ended)")
 
 
 def ddp_hook(state: SharedMemoryAllReduce, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

@@ -109,7 +109,6 @@ class Trainer:
         self.start_epoch, self.start_position = 0, 0  # position: samples of the epoch's order already taken
         self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
         self.net = self.model
-        self.summing = launch.backend if launch.distributed else "none"  # how gradients are summed, for metrics.json
         self.shared: allreduce.SharedMemoryAllReduce | None = None
         ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
         if ignored and launch.device.type != "cuda":
@@ -159,9 +158,15 @@ class Trainer:
                                                device_ids=[launch.device.index] if launch.device.type == "cuda" else None)
             if self.shared is not None:
                 self.net.register_comm_hook(self.shared, allreduce.ddp_hook)
-                self.summing = "shared-memory"
         if self.cfg.compile:
             self.net = torch.compile(self.net)
+
+    @property
+    def summing(self) -> str:
+        """How gradients are summed, for metrics.json."""
+        if self.shared is not None:
+            return "shared-memory"
+        return self.launch.backend if self.launch.distributed else "none"
 
     def snapshot(self, epoch: int, step: int, position: int = 0) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
