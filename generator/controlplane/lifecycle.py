@@ -243,7 +243,8 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
         current = state.load(layout.state_file)
     except state.StateError:
         return _down_without_state(layout, warn)
-    stopped = []
+    stopped: list[str] = []
+    killed: set[int] = set()  # what this run SIGKILLed: still listed, and marked, until the kernel has it exit
     pid = current.pid if current else None
     if pid and processes.pid_alive(pid) and not started_by(pid, layout.root):
         warn(f"pid {pid}, which {layout.state_file} names as the supervisor, is another process now (after a "
@@ -260,10 +261,10 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
             stopped.append(f"supervisor (pid {pid})")
     for name, info in (current.processes if current else {}).items():
         if ours(info.pid, layout):
-            _killed(f"{name} (pid {info.pid}", _kill(info.pid), stopped, warn)
+            _killed(f"{name} (pid {info.pid}", _kill(info.pid), stopped, warn, info.pid, killed)
     if pid and ours(pid, layout):
-        _killed(f"supervisor (pid {pid}, after the grace period", _kill(pid), stopped, warn)
-    stopped += _kill_strays(layout, warn)
+        _killed(f"supervisor (pid {pid}, after the grace period", _kill(pid), stopped, warn, pid, killed)
+    stopped += _kill_strays(layout, warn, killed)
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
         stopped += _remove_network(current.pod_network)
     if current:
@@ -281,20 +282,34 @@ def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]
 
 
-def _killed(what: str, why: str, stopped: list[str], warn) -> None:
+def _killed(what: str, why: str, stopped: list[str], warn, pid: int, killed: set[int]) -> None:
     if not why:
         stopped.append(f"{what}, killed)")
+        killed.add(pid)
     elif why != "it had already exited":
         warn(f"{what}) not killed: {why}")
 
 
-def _kill_strays(layout: Layout, warn=_warn) -> list[str]:
+def _kill_strays(layout: Layout, warn=_warn, killed: set[int] | None = None) -> list[str]:
+    """What is left of the cluster, but for what this run killed already: a killed process (or a
+    member of a group killed whole) stays in /proc and its cgroup until it has exited, and is not
+    left behind (under load that takes long enough for the sweep to meet it)."""
     stopped: list[str] = []
+    killed = set() if killed is None else killed
     for stray in strays(layout.root):  # a pod's process whose kubelet died before it
-        _killed(f"pid {stray} (left behind", _kill(stray), stopped, warn)
+        if stray not in killed and _group(stray) not in killed:
+            _killed(f"pid {stray} (left behind", _kill(stray), stopped, warn, stray, killed)
     # A pod's process that dropped the marker from its env or left its session is still in its cgroup.
-    stopped += [f"pid {pid} (a pod's, left behind, killed)" for pid in cgroups.kill_cluster(layout.root)]
+    stopped += [f"pid {pid} (a pod's, left behind, killed)" for pid in cgroups.kill_cluster(layout.root)
+                if pid not in killed and _group(pid) not in killed]
     return stopped
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def _remove_network(pods: network.PodNetwork) -> list[str]:

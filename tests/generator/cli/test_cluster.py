@@ -1,6 +1,13 @@
 """`cluster up` refuses a bad node description before it builds or starts anything."""
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from tests.support.cli_helpers import run
@@ -104,6 +111,89 @@ def test_down_kills_a_child_that_leads_no_group_and_reports_only_what_it_did(tmp
     finally:
         child.kill()
         child.wait()
+
+
+FREEZER = Path("/sys/fs/cgroup/freezer")  # cgroup v1's: a frozen process killed stays until thawed
+
+
+@contextlib.contextmanager
+def frozen(name: str, *pids: int):
+    """The processes held frozen: a SIGKILL reaches them, and they exit only once thawed. That is
+    the moment between a kill and the exit, which load makes long enough to be seen, held open."""
+    folder = FREEZER / name
+    folder.mkdir()
+    try:
+        for pid in pids:
+            (folder / "cgroup.procs").write_text(str(pid))
+        (folder / "freezer.state").write_text("FROZEN")
+        while (folder / "freezer.state").read_text().strip() != "FROZEN":
+            time.sleep(0.01)
+        yield
+    finally:
+        (folder / "freezer.state").write_text("THAWED")
+        while (folder / "cgroup.procs").read_text().strip():
+            time.sleep(0.01)
+        folder.rmdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(FREEZER, os.W_OK), reason="needs root and cgroup v1's freezer")
+def test_down_tells_once_of_a_process_it_killed_that_has_not_exited_yet(tmp_path):
+    """A recorded child killed by name is still in /proc, with its marker, until it has exited; the
+    sweep for leftovers that follows must not kill and report it a second time."""
+    from generator.controlplane.layout import MARKER
+
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    env = {**os.environ, MARKER: str(folder)}
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"], env=env)
+    gone.wait()
+    try:
+        assert child.stdout.readline() == "up\n"
+        _state(folder, gone.pid, {"kube-scheduler": child.pid})
+        with frozen(f"pytorchjob-kit-test-{child.pid}", child.pid):
+            code, out, err = run("cluster", "down", "--dir", str(folder))
+            assert child.poll() is None  # killed, and not exited: as under load, a moment longer
+        assert code == 0, err
+        assert child.wait(timeout=10) == -9
+        assert out.strip() == f"stopped: kube-scheduler (pid {child.pid}, killed)"
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(FREEZER, os.W_OK), reason="needs root and cgroup v1's freezer")
+def test_down_tells_once_of_a_leftover_in_a_pods_cgroup_it_killed_that_has_not_exited_yet(tmp_path):
+    """A pod's process left behind is found by its marker and killed; until it has exited it is
+    still in its pod's cgroup, where the cgroup sweep must not count it a second time."""
+    from generator.controlplane.kubelet import cgroups
+    from generator.controlplane.layout import MARKER
+
+    folder = tmp_path / "cluster"
+    where = cgroups.Hierarchies.find()
+    if where.memory is None:
+        pytest.skip("needs a writable memory cgroup")
+    pod = where.memory / cgroups.cluster_name(folder) / "pod-uid" / "trainer"
+    pod.mkdir(parents=True)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                             env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
+    try:
+        (pod / "cgroup.procs").write_text(str(stray.pid))
+        assert stray.stdout.readline() == "up\n"
+        _state(folder, stray.pid + 10 ** 7, {})  # a supervisor long gone
+        with frozen(f"pytorchjob-kit-test-{stray.pid}", stray.pid):
+            code, out, err = run("cluster", "down", "--dir", str(folder))
+            assert stray.poll() is None
+        assert code == 0, err
+        assert stray.wait(timeout=10) == -9
+        assert out.strip() == f"stopped: pid {stray.pid} (left behind, killed)"
+    finally:
+        stray.kill()
+        stray.wait()
+        for cgroup in (pod, pod.parent, pod.parent.parent):
+            if cgroup.exists():
+                cgroup.rmdir()
 
 
 def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
