@@ -1,6 +1,8 @@
 """diagnose on recorded API objects: the job's own state: restarts run out, pods outliving it, no pods."""
 from __future__ import annotations
 
+import pytest
+
 from generator.diagnose import rules
 from tests.generator.diagnose.rules.shots import job, only, pod, running, shot
 
@@ -29,3 +31,29 @@ def test_pods_that_outlive_a_finished_job():
 def test_a_job_with_no_pods_and_no_operator():
     found = only(rules.diagnose(shot(pods=[])), "NoPods")
     assert "no operator is reconciling it" in found.message
+
+
+QUEUED = {"kueue.x-k8s.io/queue-name": "team-a"}
+PENDING = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+           "message": "couldn't assign flavors to pod set master: insufficient unused quota for cpu in flavor default"}
+ADMITTED = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}]
+
+
+@pytest.mark.parametrize(("conditions", "told"), [
+    (None, [("error", "PyTorchJob/mnist", "NoWorkload")]),
+    ([PENDING], [("warning", "Workload/pytorchjob-mnist-3c6f1", "Pending")]),
+    (ADMITTED, [("warning", "Workload/pytorchjob-mnist-3c6f1", "AdmittedButSuspended")]),
+], ids=["no-workload", "pending", "admitted"])
+def test_a_suspended_job_in_a_kueue_queue_is_never_told_to_resume_itself(conditions, told):
+    """Kueue suspends a queued job and resumes it on admission: `suspend: false` is Kueue's to set,
+    so only what Kueue says is told, whatever state its Workload is in."""
+    workload = None if conditions is None else {"metadata": {"name": "pytorchjob-mnist-3c6f1"},
+                                                "status": {"conditions": conditions}}
+    queued = job(labels=QUEUED, run_policy={"suspend": True})
+    findings = rules.diagnose(shot(job=queued, pods=[], workload=workload))
+    assert [(f.severity, f.object, f.reason) for f in findings] == told
+    # Without the queue label the same job is suspended by hand, and told how to resume it.
+    alone = rules.diagnose(shot(job=job(run_policy={"suspend": True}), pods=[]))
+    assert [(f.severity, f.object, f.reason) for f in alone] == [("warning", "PyTorchJob/mnist", "Suspended")]
+    assert alone[0].fix.startswith("set `runPolicy.suspend: false`")
