@@ -106,12 +106,19 @@ def test_what_the_chart_renders_for_v2_resolves_to_its_topology(scenario):
         assert (r.node_backoff_limit, r.max_set_restarts) == (0, values["runPolicy"]["backoffLimit"])
 
 
-def test_a_runtime_whose_node_job_is_not_labelled_the_trainers_is_refused_naming_the_label():
+@pytest.mark.parametrize("step", [None, "dataset-initializer"], ids=["unlabelled", "another-step"])
+def test_a_runtime_whose_node_job_is_not_labelled_the_trainers_is_refused_naming_the_label(step):
     """Trainer v2.3 lays the TrainJob's trainer only over the replicated job labelled as its ancestor
-    step: without it, the real one ran the runtime's pod with no command, on one node, with no PET_*."""
+    step: without it, the real one ran the runtime's pod with no command, on one node, with no PET_*.
+    The label naming another step (an initializer's) is as good as none."""
     unlabelled = trainjobs.training_runtime("tj", ancestor=False)
-    got = findings([trainjob(ref={"name": "tj", "kind": "TrainingRuntime"}, numNodes=2), unlabelled])
-    assert got == {"TrainingRuntime/tj replicatedJobs[node].template.metadata.labels":
-                   "does not mark node as the trainer's job, so Trainer v2.3 ignores the TrainJob's trainer (image, "
-                   "command, args, env, numNodes) and sets no PET_* variables (add the label "
-                   "trainer.kubeflow.org/trainjob-ancestor-step: trainer to replicated job node's template)"}
+    if step:
+        unlabelled["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["metadata"]["labels"] = {
+            runtime.ANCESTOR_LABEL: step}
+    with pytest.raises(UserError) as caught:
+        runtime.resolve([trainjob(ref={"name": "tj", "kind": "TrainingRuntime"}, numNodes=2), unlabelled])
+    assert [f.render() for f in caught.value.findings] == [
+        "TrainingRuntime/tj replicatedJobs[node].template.metadata.labels: does not mark node as the trainer's job, so "
+        "Trainer v2.3 ignores the TrainJob's trainer (image, command, args, env, numNodes) and sets no PET_* variables"
+        + (f" (got '{step}')" if step else "") + "; add the label trainer.kubeflow.org/trainjob-ancestor-step: trainer "
+        "to replicated job node's template"]
