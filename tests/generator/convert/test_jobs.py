@@ -130,6 +130,18 @@ def test_restarts_are_told_from_the_operators_rule_and_the_resolved_trainjob(pol
     assert resolved.pod["spec"]["restartPolicy"] == "OnFailure"
 
 
+@pytest.mark.parametrize("policy", ["OnFailure", "ExitCode"])
+def test_a_backoff_limit_of_zero_restarted_nothing_and_restarts_nothing_so_nothing_changes(policy):
+    """The operator fails the job at the first restart its backoffLimit 0 would count, whatever the
+    policy would retry: the TrainJob, which restarts nothing either, runs alike."""
+    j = job(runPolicy={"backoffLimit": 0})
+    j["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] = policy
+    done = jobs.convert_job(j, "t.yaml")
+    assert (done.outcome, done.changes, done.notes) == (SAME, [], [])
+    resolved = runtime.resolve(done.objects)
+    assert (resolved.node_backoff_limit, resolved.max_set_restarts) == (0, 0)
+
+
 def test_never_with_a_limit_it_ignored_stays_never_with_none():
     done = jobs.convert_job(job(runPolicy={"backoffLimit": 4}), "t.yaml")
     assert done.outcome == SAME
