@@ -20,9 +20,10 @@ POD = {"metadata": {"name": "job-worker-0", "namespace": "team", "uid": "u-1", "
     ("$$$(A)", "$1"),
     ("cost $5", "cost $5"),
     ("$(A", "$(A"),
+    ("$(my.var):$(a-b):$(_c)", "dot:dash:under"),  # Kubernetes allows '.', '-' and '_' in env names
 ])
 def test_expand_follows_kubernetes(text, expected):
-    assert expand(text, {"A": "1", "B": "two"}) == expected
+    assert expand(text, {"A": "1", "B": "two", "my.var": "dot", "a-b": "dash", "_c": "under"}) == expected
 
 
 def test_downward_api_fields():

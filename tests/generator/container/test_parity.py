@@ -88,6 +88,12 @@ SPECS = {
     "workingDir on the container's own disk": {"workingDir": "/opt/app", "args": ["--epochs=1"]},
     "a Secret key": {"env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
                              {"name": "AUTH", "value": "Bearer $(TOKEN)"}]},
+    # Kubernetes allows '.', '-' and '_' in env names, and expands $(NAME) of each.
+    "env names with dots, dashes and underscores": {
+        "command": ["torchrun", "--nproc-per-node=$(my.var)", "--module", "trainer"],
+        "args": ["--run=$(a-b)", "$(_x)"],
+        "env": [{"name": "my.var", "value": "2"}, {"name": "a-b", "value": "exp-7"}, {"name": "_x", "value": "--fast"},
+                {"name": "ALL", "value": "$(my.var)/$(a-b)/$(_x)"}]},
 }
 VOLUMES = [{"name": "claim", "persistentVolumeClaim": {"claimName": "results"}}, {"name": "ws", "emptyDir": {}}]
 
@@ -179,6 +185,17 @@ def test_the_issues_case_expands_in_run_as_on_the_node(tmp_path):
     argv, env, _, _ = run_side(SPECS["plain env and the issue's $(VAR) case"], tmp_path / "run")
     assert argv[-4:] == ["--tag=alpha", "--b=alpha-x", "$(A)", "$(NOT_DEFINED)"]
     assert (env["B"], env["C"], env["D"]) == ("alpha-x", "$(A)", "$(NOT_DEFINED)-alpha-x")
+
+
+def test_env_names_with_dots_and_dashes_expand_in_command_args_and_env_in_run_and_on_the_node(tmp_path):
+    """Compared side by side, a reference both leave as written would look alike: each side's own result."""
+    spec = SPECS["env names with dots, dashes and underscores"]
+    argv, env, _, _ = run_side(spec, tmp_path / "run")
+    n_argv, n_env, _, _ = node_side(spec, tmp_path / "node", {k: env[k] for k in OPERATOR_ENV})
+    for got_argv, got_env in ((argv, env), (n_argv, n_env)):
+        start = next(i for i, a in enumerate(got_argv) if a.startswith("--nproc-per-node"))
+        assert got_argv[start:] == ["--nproc-per-node=2", "--module", "trainer", "--run=exp-7", "--fast"]
+        assert got_env["ALL"] == "2/exp-7/--fast"
 
 
 def test_each_named_difference_has_a_reason():
