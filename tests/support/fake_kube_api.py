@@ -1,5 +1,6 @@
 """TEST DOUBLE of the Kubernetes API server: just the paths the cluster commands use
-(apply, get, list and watch of pytorchjobs; pods, pod logs with follow; PVCs; delete) and the
+(apply, get, list and watch of pytorchjobs; get and watch of trainjobs a test puts there; pods,
+pod logs with follow; PVCs; delete) and the
 error statuses a real server answers with. It speaks real HTTP on loopback so the real
 `kubernetes` client library runs against it unpatched. It is not a Kubernetes.
 
@@ -22,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 
 TOKEN = "test-token"
 JOBS = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/pytorchjobs(?:/([^/]+))?$")
+TRAINJOBS = re.compile(r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs(?:/([^/]+))?$")
 PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?(/log)?$")
 PVCS = re.compile(r"^/api/v1/namespaces/([^/]+)/persistentvolumeclaims(?:/([^/]+))?$")
 
@@ -42,6 +44,7 @@ class FakeKubeAPI:
         self.lock = threading.Condition()
         self.version = 0
         self.jobs: dict[tuple[str, str], dict] = {}
+        self.trainjobs: dict[tuple[str, str], dict] | None = None  # None: Trainer's CRD is not installed
         self.pods: dict[tuple[str, str], dict] = {}
         self.pvcs: dict[tuple[str, str], dict] = {}
         self.logs: dict[tuple[str, str], dict] = {}
@@ -108,6 +111,15 @@ class FakeKubeAPI:
                 status["completionTime"] = now()
             if replicas:
                 status["replicaStatuses"] = replicas
+            self._bump(job)
+
+    def put_trainjob(self, ns: str, job: dict) -> None:
+        """A TrainJob as Trainer left it, status and all (installs Trainer's CRD)."""
+        with self.lock:
+            self.trainjobs = self.trainjobs or {}
+            job = copy.deepcopy(job)
+            job["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now())
+            self.trainjobs[(ns, job["metadata"]["name"])] = job
             self._bump(job)
 
     def add_pod(self, ns: str, job: str, role: str, index: int, phase: str = "Running", waiting: str | None = None,
@@ -262,6 +274,8 @@ class FakeKubeAPI:
             return self._status(h, 401, "Unauthorized", "Unauthorized")
         if match := JOBS.match(url.path):
             return self._jobs(h, method, match.group(1), match.group(2), query, body)
+        if (match := TRAINJOBS.match(url.path)) and self.trainjobs is not None:
+            return self._trainjobs(h, method, match.group(1), match.group(2), query)
         if match := PODS.match(url.path):
             return self._pods(h, method, match.group(1), match.group(2), bool(match.group(3)), query)
         if match := PVCS.match(url.path):
@@ -341,13 +355,33 @@ class FakeKubeAPI:
                                        "details": {"name": name, "group": "kubeflow.org", "kind": "pytorchjobs"}})
         return self._status(h, 405, "MethodNotAllowed", f"{method} is not supported here")
 
-    def _watch_jobs(self, h, ns: str, wanted: str | None, timeout: int) -> None:
+    def _trainjobs(self, h, method, ns, name, query) -> None:
+        if method != "GET":
+            return self._status(h, 405, "MethodNotAllowed", f"{method} is not supported here")
+        if name:
+            with self.lock:
+                job = copy.deepcopy(self.trainjobs.get((ns, name)))
+            if job is None:
+                return self._status(h, 404, "NotFound", f'trainjobs.trainer.kubeflow.org "{name}" not found',
+                                    {"name": name, "group": "trainer.kubeflow.org", "kind": "trainjobs"})
+            return self._send(h, 200, job)
+        selector = query.get("fieldSelector", "")
+        wanted = selector.split("=", 1)[1] if selector.startswith("metadata.name=") else None
+        if query.get("watch") in ("true", "1"):
+            return self._watch_jobs(h, ns, wanted, int(query.get("timeoutSeconds", "30")), self.trainjobs)
+        with self.lock:
+            items = [copy.deepcopy(j) for (n, k), j in sorted(self.trainjobs.items()) if n == ns and wanted in (None, k)]
+        return self._send(h, 200, {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJobList",
+                                   "metadata": {"resourceVersion": str(self.version)}, "items": items})
+
+    def _watch_jobs(self, h, ns: str, wanted: str | None, timeout: int, store: dict | None = None) -> None:
         self._stream_start(h, "application/json")
         end = time.monotonic() + timeout
         seen: dict[str, str] = {}
+        store = self.jobs if store is None else store
         while time.monotonic() < end:
             with self.lock:
-                current = {k: copy.deepcopy(j) for (n, k), j in self.jobs.items() if n == ns and wanted in (None, k)}
+                current = {k: copy.deepcopy(j) for (n, k), j in store.items() if n == ns and wanted in (None, k)}
             events = []
             for key, job in current.items():
                 rv = job["metadata"]["resourceVersion"]

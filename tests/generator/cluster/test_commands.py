@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support import MANIFESTS
+from tests.support import MANIFESTS, trainjobs
 from tests.support.cli_helpers import run, run_beside
 from tests.support.fake_kube_api import FakeKubeAPI, now
 
@@ -164,6 +164,21 @@ def test_wait_exit_codes(api, values_file):
     assert code == 1
     assert "ended Failed, not Succeeded: PyTorchJobFailed: worker failed" in err
     assert f"first failed pod: {worker} (container pytorch exited 137: Error)" in err
+
+
+def test_wait_on_a_complete_trainjob_with_no_pods_left_says_it_ended(api):
+    """Trainer's Complete is a TrainJob's end: waiting for another state ends at once, as after a
+    PyTorchJob's Succeeded; its pods are gone (JobSet deletes them), so none is named as failed."""
+    job = trainjobs.trainjob("mnist", {"numNodes": 2, "image": trainjobs.IMAGE})
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+                                     "message": "jobset completed successfully", "lastTransitionTime": now()}],
+                     "jobsStatus": [{"name": "node", "active": 0, "succeeded": 2, "failed": 0}]}
+    api.put_trainjob(NS, job)
+    assert run("wait", "mnist", "--timeout", "5") == (0, "trainjob mnist complete\n", "")
+    for other in ("Failed", "Running"):
+        code, out, err = run("wait", "mnist", "--for", other, "--timeout", "5")
+        assert (code, out, err) == (1, "", f"trainjob mnist ended Complete, not {other}: AllJobsCompleted: jobset "
+                                           "completed successfully\n")
 
 
 def test_namespace_and_context_flags(api, values_file):

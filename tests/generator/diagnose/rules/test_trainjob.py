@@ -129,6 +129,17 @@ def test_a_complete_trainjob_with_pods_left_running_is_not_told_about_clean_pod_
     assert rules.diagnose(shot(job=job)) == []
 
 
+def test_a_complete_trainjob_whose_pods_are_gone_has_ended_and_nothing_is_wrong():
+    """JobSet deletes a finished set's pods: a Complete TrainJob half an hour old with none left is
+    done, not a job that never made pods."""
+    job = trainjob(conditions=[("Complete", "AllJobsCompleted", "jobset completed successfully")],
+                   jobs_status=[{"name": "node", "active": 0, "succeeded": 2, "failed": 0}])
+    s = shot(job=job, pods=[])
+    findings = rules.diagnose(s)
+    assert findings == [] and report.exit_code(findings) == report.HEALTHY
+    assert report.as_table(s, findings) == "TrainJob mnist (namespace ml): Complete, 0 pod(s)\nnothing wrong found\n"
+
+
 def test_torchruns_report_of_a_failed_worker_gives_way_to_the_workers_own_last_lines():
     """Under torchrun (every TrainJob node) the launcher's traceback and box follow the trainer's
     error and would fill the lines diagnose shows; the real launcher's output is cut to one line."""
