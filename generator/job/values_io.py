@@ -6,7 +6,6 @@ import binascii
 import math
 import os
 import re
-from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -43,7 +42,7 @@ _GO_DOT_FLOAT = re.compile(r"^\.[0-9]+(_[0-9]+)*([eE][-+]?[0-9]+(_[0-9]+)*)?$")
 _GO_INT = re.compile(r"^([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
 _GO_TIMESTAMP = re.compile(r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
                            r"(?:(?:[Tt]([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:\.[0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2}))"
-                           r"|(?: ([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:\.[0-9]+)?))?$")
+                           r"|(?: +([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2})(?:\.[0-9]+)?))?$")
 _TAG = "tag:yaml.org,2002:"
 
 
@@ -64,17 +63,16 @@ def _go_int(plain: str) -> int | None:
 
 
 def _go_timestamp(text: str) -> bool:
-    """Whether go-yaml v2's parseTimestamp takes the text (its four layouts, with Go's range checks)."""
+    """Whether go-yaml v2's parseTimestamp takes the text (its four layouts, with Go's range checks;
+    a space of the layout matches one or more)."""
     match = _GO_TIMESTAMP.match(text)
     if not match:
         return False
     year, month, day = (int(part) for part in match.groups()[:3])
-    clock = [int(part) for part in match.groups()[3:] if part is not None]
-    try:
-        datetime(year, month, day, *clock)
-    except ValueError:
-        return False
-    return True
+    hour, minute, second = (int(part) for part in [part for part in match.groups()[3:] if part is not None] or [0, 0, 0])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)  # Go's calendar has a year 0, a leap year
+    days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    return 1 <= month <= 12 and 1 <= day <= days[month - 1] and hour < 24 and minute < 60 and second < 60
 
 
 def _go_resolve(text: str) -> tuple[str, object]:

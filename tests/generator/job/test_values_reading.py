@@ -34,7 +34,8 @@ def test_a_plain_scalar_is_read_as_helm_reads_it(plain, read):
 
 
 @pytest.mark.parametrize(("tagged", "read"), [
-    ("!!timestamp 2001-12-14", "2001-12-14"), ("!!binary aGVsbG8=", "hello"), ("!!binary |\n  aGVs\n  bG8=", "hello"),
+    ("!!timestamp 2001-12-14", "2001-12-14"), ("!!timestamp 0000-2-29  1:2:3.5", "0000-2-29  1:2:3.5"),  # Go's year 0
+    ("!!binary aGVsbG8=", "hello"), ("!!binary |\n  aGVs\n  bG8=", "hello"),
     ("!!set {a, b}", {"a": None, "b": None}), ("!!omap [{a: 1}, {b: 2}]", [{"a": 1}, {"b": 2}]),
     ("!!str 3", "3"), ("!!str", ""), ("!!int 0x10", 16), ("!!float 3", 3.0), ("!!bool yes", True), ("!!null ~", None),
     ("!foo bar", "bar"), ("!!map text", "text"), ("!!str {a: 1}", {"a": 1}),
@@ -70,6 +71,7 @@ def test_a_merge_after_a_key_it_would_override_is_refused_with_its_line(tmp_path
     ("a:\n  b: &b\n    <<: *b\n", "line 2: the anchor on line 2 is used inside its own value"),
     ("a: {<<: 1}\n", "line 1: `<<` needs a mapping or a list of mappings as its value"),
     ("a: !!int x\n", "line 1: 'x' is not a !!int (Helm reads it as !!str and refuses the tag)"),
+    ("a: !!timestamp 2001-02-29\n", "line 1: '2001-02-29' is not a !!timestamp (Helm reads it as !!str"),
     ("a: !!float 1e999\n", "line 1: '1e999' is not a !!float (Helm reads it as !!str and refuses the tag)"),
     ("a:\n  - !!binary '@@'\n", "line 2: the !!binary value is not valid base64, which Helm refuses"),
     ("a: !!binary //79\n", "line 1: the !!binary value decodes to bytes that are not UTF-8 text"),
