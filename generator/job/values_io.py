@@ -325,7 +325,9 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper, data):
-    style = "|" if "\n" in data else None
+    # PyYAML quotes what YAML 1.1 would read as another type; go-yaml v2 reads more (`y`, `0o10`,
+    # `1e3`, `08`) as booleans and numbers, so those are quoted too.
+    style = "|" if "\n" in data else "'" if _go_resolve(data)[0] not in ("str", "timestamp") else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
 

@@ -154,3 +154,15 @@ def test_a_file_that_is_not_utf8_is_refused_with_the_byte(tmp_path):
     path.write_bytes("env: [{name: X, value: café}]\n".encode("latin-1"))
     code, _, err = run("validate", str(path))
     assert code == 1 and "is not UTF-8 text (byte 26: b'\\xe9'); save it as UTF-8" in err
+
+
+def test_what_the_generator_writes_helm_reads_back_as_the_same_text():
+    """`generator values`, `import` and `convert` write with dump: a string go-yaml v2 would take for
+    a boolean or a number (keys too) is quoted, as PyYAML already quotes YAML 1.1's."""
+    import helm_python
+
+    texts = ["y", "N", "0o10", "08", "1e3", "0x1F", "1_0.5", "<<", "=", "~", "", "1:30", "2001-12-14", "0o", "1e999"]
+    data = {"env": [{"name": "X", "value": text} for text in texts], "nodeSelector": dict.fromkeys(texts, "k")}
+    written = values_io.dump(data)
+    assert values_io.load_yaml(written) == data
+    assert helm_python.values_from_yaml(written) == data
