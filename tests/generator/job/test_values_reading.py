@@ -31,6 +31,26 @@ from tests.support.cli_helpers import run
 def test_a_plain_scalar_is_read_as_helm_reads_it(plain, read):
     value = values_io.load_yaml(f"key: {plain}\n")["key"]
     assert value == read and type(value) is type(read)
+    assert _alike(value, _helm_reads(f"key: {plain}\n")["key"])
+
+
+def _helm_reads(text: str):
+    """Helm's own reading of a values file (`helm template -f`), by the Helm SDK in-process."""
+    import helm_python
+
+    return helm_python.values_from_yaml(text)
+
+
+def _alike(ours, helms) -> bool:
+    """The same value, where Helm holds every number as a float64 (so a large int differs in its
+    last digits), nothing else."""
+    if type(helms) in (int, float) and type(ours) in (int, float):
+        return float(ours) == float(helms)
+    if isinstance(helms, dict) and isinstance(ours, dict):
+        return helms.keys() == ours.keys() and all(_alike(ours[k], helms[k]) for k in helms)
+    if isinstance(helms, list) and isinstance(ours, list):
+        return len(helms) == len(ours) and all(map(_alike, ours, helms))
+    return type(ours) is type(helms) and ours == helms
 
 
 @pytest.mark.parametrize(("tagged", "read"), [
@@ -43,17 +63,21 @@ def test_a_plain_scalar_is_read_as_helm_reads_it(plain, read):
 def test_a_tagged_value_is_read_as_helm_reads_it(tagged, read):
     value = values_io.load_yaml(f"key: {tagged}\n")["key"]
     assert value == read and type(value) is type(read)
+    assert _alike(value, _helm_reads(f"key: {tagged}\n")["key"])
 
 
 def test_merge_keys_still_merge():
     assert values_io.load_yaml("base: &b {x: 1, y2: 2}\nd:\n  <<: *b\n  x: 3\n")["d"] == {"x": 3, "y2": 2}
 
 
-def test_merges_apply_in_order_as_helm_applies_them():
-    text = "d:\n  <<: [{x: 1, w: 1}, {x: 2, z: 2}]\n  w: 3\n"  # of a list the earlier wins; a key after wins
-    assert values_io.load_yaml(text)["d"] == {"x": 1, "w": 3, "z": 2}
-    assert values_io.load_yaml('d: {"<<": {x: 1}}\n')["d"] == {"<<": {"x": 1}}  # quoted, a key like any other
-    assert values_io.load_yaml("d: {!!merge <<: {x: 1}}\n")["d"] == {"x": 1}
+@pytest.mark.parametrize(("text", "read"), [
+    ("d:\n  <<: [{x: 1, w: 1}, {x: 2, z: 2}]\n  w: 3\n", {"x": 1, "w": 3, "z": 2}),  # of a list the earlier wins
+    ("d:\n  <<: [{x: 1}, {x: 2, z: 2}]\n  <<: {w: 4}\n", {"x": 1, "w": 4, "z": 2}),
+    ('d: {"<<": {x: 1}}\n', {"<<": {"x": 1}}),  # quoted, a key like any other
+    ("d: {!!merge <<: {x: 1}}\n", {"x": 1}),
+])
+def test_merges_apply_in_order_as_helm_applies_them(text, read):
+    assert values_io.load_yaml(text)["d"] == read == _helm_reads(text)["d"]
 
 
 def test_a_merge_after_a_key_it_would_override_is_refused_with_its_line(tmp_path):
@@ -64,21 +88,32 @@ def test_a_merge_after_a_key_it_would_override_is_refused_with_its_line(tmp_path
     assert "move `<<:` above the keys written beside it" in message
     message = _refusal(tmp_path, "d:\n  <<: {x: 1}\n  <<: {x: 2}\n")
     assert "line 3: the `<<` merge on line 3 would override key 'x', set before it on line 2" in message
+    assert _helm_reads("d:\n  x: 1\n  <<: {x: 2}\n")["d"] == {"x": 2}  # what it would have become
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("a: &a [1, *a]\n", "line 1: the anchor on line 1 is used inside its own value, which never ends"),
-    ("a:\n  b: &b\n    <<: *b\n", "line 2: the anchor on line 2 is used inside its own value"),
-    ("a: {<<: 1}\n", "line 1: `<<` needs a mapping or a list of mappings as its value"),
-    ("a: !!int x\n", "line 1: 'x' is not a !!int (Helm reads it as !!str and refuses the tag)"),
-    ("a: !!timestamp 2001-02-29\n", "line 1: '2001-02-29' is not a !!timestamp (Helm reads it as !!str"),
-    ("a: !!float 1e999\n", "line 1: '1e999' is not a !!float (Helm reads it as !!str and refuses the tag)"),
-    ("a:\n  - !!binary '@@'\n", "line 2: the !!binary value is not valid base64, which Helm refuses"),
-    ("a: !!binary //79\n", "line 1: the !!binary value decodes to bytes that are not UTF-8 text"),
-    ("a: ! 3\n", "line 1: the tag `!` makes Helm read '3' as text, where other readers take it as written plain"),
+REFUSED = object()  # Helm refuses the file too
+
+
+@pytest.mark.parametrize(("text", "problem", "helm_reads"), [
+    ("a: &a [1, *a]\n", "line 1: the anchor on line 1 is used inside its own value, which never ends", REFUSED),
+    ("a:\n  b: &b\n    <<: *b\n", "line 2: the anchor on line 2 is used inside its own value", REFUSED),
+    ("a: {<<: 1}\n", "line 1: `<<` needs a mapping or a list of mappings as its value", REFUSED),
+    ("a: !!int x\n", "line 1: 'x' is not a !!int (Helm reads it as !!str and refuses the tag)", REFUSED),
+    ("a: !!timestamp 2001-02-29\n", "line 1: '2001-02-29' is not a !!timestamp (Helm reads it as !!str", REFUSED),
+    ("a: !!float 1e999\n", "line 1: '1e999' is not a !!float (Helm reads it as !!str and refuses the tag)", REFUSED),
+    ("a:\n  - !!binary '@@'\n", "line 2: the !!binary value is not valid base64, which Helm refuses", REFUSED),
+    ("a: !!binary //79\n", "line 1: the !!binary value decodes to bytes that are not UTF-8 text", "\ufffd" * 3),
+    ("a: ! 3\n", "line 1: the tag `!` makes Helm read '3' as text, where other readers take it as written plain", "3"),
 ])
-def test_what_helm_refuses_or_would_misread_is_refused_with_its_line(tmp_path, problem, text):
+def test_what_helm_refuses_or_would_misread_is_refused_with_its_line(tmp_path, problem, text, helm_reads):
+    import helm_python
+
     assert problem in _refusal(tmp_path, text)
+    if helm_reads is REFUSED:
+        with pytest.raises(helm_python.HelmError):
+            _helm_reads(text)
+    else:
+        assert _helm_reads(text)["a"] == helm_reads
 
 
 def _refusal(tmp_path, text: str) -> str:
