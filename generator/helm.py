@@ -7,12 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-import yaml
-
 from generator.errors import Finding, UserError
-
-# libyaml's parser under the same safe constructor: the same objects, several times faster.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def engine() -> str:
@@ -48,10 +43,14 @@ def stream(rendered: dict[str, str]) -> str:
 
 
 def objects(rendered: dict[str, str]) -> list[dict]:
-    """The Kubernetes objects of rendered templates, in template order."""
+    """The Kubernetes objects of rendered templates, in template order, read as the API server
+    reads them (go-yaml v2's rules, as values are): an env value that YAML 1.1 would take for a
+    date or `=` for its value tag reaches the pod as the text Helm rendered."""
+    from generator.job import values_io
+
     out = []
-    for text in rendered.values():
-        out += [doc for doc in yaml.load_all(text, Loader=_Loader) if doc]
+    for path, text in rendered.items():
+        out += [doc for doc in values_io.documents_of(text, f"helm (rendered {path})") if doc]
     return out
 
 
