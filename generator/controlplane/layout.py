@@ -54,7 +54,10 @@ class Layout:
 
     def check_ours(self) -> None:
         """Refuse, before anything there is touched, unless the folder is a cluster's (its marker)
-        and belongs to the user running: `--purge --dir /var/lib` must delete nothing."""
+        and belongs to the user running: `--purge --dir /var/lib` must delete nothing. No folder at
+        all holds nothing to remove."""
+        if not os.path.lexists(self.root):
+            return
         fd = self._open(create=False)
         try:
             if not self._marked(fd):

@@ -15,6 +15,7 @@ OTHER_USER = 65534
 
 def test_a_new_folder_is_made_0700_and_marked_as_a_clusters(tmp_path):
     layout = Layout(tmp_path / "a" / "cluster")
+    layout.check_ours()  # no folder yet: nothing to remove, nothing refused
     layout.create()
     assert stat.S_IMODE(layout.root.stat().st_mode) == 0o700 and (layout.root / MARK_FILE).is_file()
     (layout.root / "pki").mkdir()
