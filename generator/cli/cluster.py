@@ -117,6 +117,8 @@ def down(directory, purge) -> None:
     from generator.controlplane import lifecycle
 
     layout = _layout(directory)
+    if purge:
+        layout.check_ours()  # before anything is stopped: --purge of a folder that is no cluster's does nothing
     stopped = lifecycle.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
     if purge:

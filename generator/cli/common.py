@@ -112,7 +112,7 @@ def connect(context, namespace, kubeconfig, request_timeout=30.0):
 
 
 def emit(text: str, output: str | None) -> None:
-    from generator.job.values_io import write_atomic
+    from generator.files import write_atomic
 
     if output and output != "-":
         write_atomic(output, text)

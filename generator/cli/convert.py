@@ -25,9 +25,10 @@ def command(files, to, accept, server, output, fmt, release, context, namespace,
 
     Each job is reported with every change in meaning: the field, what v1 did, what v2 will do and
     what to change. The TrainJobs (each TrainingRuntime before its TrainJob) go to stdout, or to -o;
-    the report then goes to stderr, or to stdout with -o. Nothing is written while any job is refused,
-    or while changes wait for --accept. Exit status: 0 written, 1 changes to accept or a job refused,
-    2 usage."""
+    the report then goes to stderr, or to stdout with -o. With --format json the report is always
+    stdout's, and the TrainJobs are written only to -o. Nothing is written while any job is refused,
+    or while changes wait for --accept. Exit status: 0 written (or, as JSON without -o, writable),
+    1 changes to accept or a job refused, 2 usage."""
     from generator.cli.common import emit
     from generator.convert import jobs, report
     from generator.job import values_io
@@ -42,7 +43,8 @@ def command(files, to, accept, server, output, fmt, release, context, namespace,
             on_server.check(cluster, conversion)
     refused = any(c.outcome == report.REFUSED for c in conversions)
     changed = any(c.outcome == report.CHANGES for c in conversions)
-    write = not refused and (accept or not changed)
+    writable = not refused and (accept or not changed)
+    write = writable and (fmt != "json" or bool(output))  # data asked for as JSON is stdout's alone
     if write:
         emit(values_io.dump_all([o for c in conversions for o in c.objects]), output)
     if fmt == "json":
@@ -50,6 +52,6 @@ def command(files, to, accept, server, output, fmt, release, context, namespace,
     else:
         text = "".join(report.describe(c) + "\n" for c in conversions)
         text += report.summary(conversions, accept, write, output or "stdout")
-    click.echo(text, nl=False, err=not output)
-    if not write:
+    click.echo(text, nl=False, err=not output and fmt != "json")
+    if not writable:
         sys.exit(1)

@@ -11,6 +11,11 @@ every process in the namespace (as a process-group signal did before). When PROG
 the container ends once what it left has ended, or after a few seconds; after a stop signal, PID 1
 waits for the rest to finish within the caller's grace period. The exit status is PROGRAM's (128+N for a signal N).
 
+The namespace gets a /proc of its own, in a mount namespace of its own, as a container runtime
+gives it: /proc/<getpid()> is the program, and a child's PID names that child (torch's elastic
+agent reads /proc/<worker pid>/stat), not whatever host process has that number. Where the kernel
+refuses a new /proc (unprivileged, under a /proc partly hidden by other mounts), the host's stays.
+
 Run by path with -I -S, never imported by the program it starts: standard library only."""
 import ctypes
 import errno
@@ -19,7 +24,8 @@ import signal
 import sys
 import time
 
-CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_SLAVE = 0x2, 0x4, 0x8, 0x4000, 0x80000
 PR_SET_PDEATHSIG = 1
 SETTLE_SECONDS = 5.0
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -31,9 +37,10 @@ def _die_with_parent() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
 
 
-def _unshare() -> None:
+def _unshare() -> bool:
     """A new PID namespace for our next child; unprivileged, inside a user namespace that maps only
-    our own ids, so the program keeps exactly the rights it had."""
+    our own ids, so the program keeps exactly the rights it had. Then a mount namespace, where we
+    may have one: whether we do."""
     uid, gid = os.geteuid(), os.getegid()
     flags = CLONE_NEWPID | (0 if uid == 0 else CLONE_NEWUSER)
     if _libc.unshare(flags) != 0:
@@ -42,6 +49,14 @@ def _unshare() -> None:
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
+    return _libc.unshare(CLONE_NEWNS) == 0
+
+
+def _own_proc() -> None:
+    """In PID 1, a /proc of this PID namespace over the host's. Mounts stay ours: the host's still
+    reach us (slave), ours never reach the host."""
+    if _libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None) == 0:
+        _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
 
 
 def status(raw: int) -> int:
@@ -110,7 +125,7 @@ def main(args: list[str]) -> int:
     if os.getppid() != parent:  # the caller was gone before we could ask to die with it
         return 137
     try:
-        _unshare()
+        mounts = _unshare()
     except OSError as exc:
         print(f"cannot make a PID namespace ({exc}); running without one", file=sys.stderr, flush=True)
         os.execvp(argv[0], argv)
@@ -123,6 +138,8 @@ def main(args: list[str]) -> int:
         import select
         if select.select([alive_r], [], [], 0)[0]:  # EOF already: we died before the line above
             os._exit(137)
+        if mounts:
+            _own_proc()
         os._exit(_pid1(argv, alive_r, outer))
     os.close(alive_r)
 

@@ -158,13 +158,32 @@ def own_code(repo: str) -> str:
 
 def _needed() -> list[str]:
     """Folders a container of a user image needs from this machine, which its code folder must not hide."""
-    found = [sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), "/bin", "/usr/bin", "/lib", "/usr/lib",
-             "/etc", "/proc", "/dev", "/sys", "/tmp", "/var/run", "/run"]
+    found = [sys.prefix, sys.base_prefix, str(Path(sys.executable).parent), "/bin", "/sbin", "/usr/bin", "/usr/sbin",
+             "/usr/local/bin", "/usr/local/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32",
+             "/usr/lib64", "/usr/libx32", "/usr/local/lib", "/etc", "/proc", "/dev", "/sys", "/tmp", "/var/run", "/run"]
     for tool in ("sh", "bash"):
         where = shutil.which(tool)
         if where:
             found.append(str(Path(where).parent))
     return found
+
+
+def _absolute(path: str) -> str:
+    """An absolute path as the kernel reads it: `//bin`, `/./usr/` and `/tmp/../bin` are /bin, /usr
+    and /bin (posixpath.normpath keeps a leading `//`)."""
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def would_hide(path: str) -> str | None:
+    """The folder of this machine's that code at `path` in a container would hide (the folder itself
+    or one under it), if any; `path` is read however it is spelled, and through this machine's links
+    (a mount on /lib64 lands on what it points to)."""
+    needed = {form for n in _needed() for form in (_absolute(n), os.path.realpath(n))}
+    for form in dict.fromkeys((_absolute(path), os.path.realpath(_absolute(path)))):
+        hidden = sorted(n for n in needed if n == form or n.startswith(form.rstrip("/") + "/"))
+        if hidden:
+            return hidden[0]
+    return None
 
 
 def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) -> tuple[str, str]:
@@ -186,12 +205,11 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
     if not where.is_dir():
         raise ValueError(f"{value!r}: {folder} is not a folder here, nor a known image; {forms}")
     if at is not None:
-        normal = posixpath.normpath(at)
-        hidden = [n for n in _needed() if n == normal or n.startswith(normal.rstrip("/") + "/")]
+        hidden = would_hide(at)
         if hidden:
-            raise ValueError(f"{value!r}: PATH {at} would hide {hidden[0]}, which the container needs from this "
+            raise ValueError(f"{value!r}: PATH {at} would hide {hidden}, which the container needs from this "
                              f"machine; use the folder the image keeps its code in, such as {CODE_PATH}")
-        at = normal
+        at = _absolute(at)
     return repo, str(where.resolve()) + (f":{at}" if at else "")
 
 

@@ -6,10 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator import paths
+from generator.errors import UserError
 
 # Every process a cluster starts carries its folder in this variable, so `cluster down` and the
 # tests can tell its processes from any other, whatever they exec into.
 MARKER = "PYTORCHJOB_KIT_CLUSTER_DIR"
+# What `cluster up` writes into the cluster's folder: only a folder that has it is ever purged.
+MARK_FILE = ".pytorchjob-kit-cluster"
+MARK_TEXT = ("A pytorchjob-kit cluster's folder: `python -m generator cluster down --purge --dir` on it removes its "
+             "keys, tokens, etcd data, volumes and logs.\n")
 
 
 def default_dir() -> Path:
@@ -24,9 +29,79 @@ class Layout:
     def create(self) -> None:
         """The cluster's folder, 0700: its keys, tokens, etcd data, kubeconfigs and the pods'
         volumes are nobody else's on this machine. Containers reach their own pod's folders through
-        mounts of their own (kubelet.runtime.Hidden), never through this folder's mode."""
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.root.chmod(0o700)
+        mounts of their own (kubelet.runtime.Hidden), never through this folder's mode.
+
+        A folder that is there already is taken only when it is the user's own, not a link, and
+        empty or a cluster's (its marker): never another user's folder, CA included, and never a
+        folder of other files, which `cluster down --purge` would then empty."""
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(self.root, 0o700)
+        except FileExistsError:
+            pass
+        fd = self._open()
+        try:
+            if not self._marked(fd) and os.listdir(fd):
+                raise UserError(f"{self.root} holds files, and no cluster made it (it has no {MARK_FILE}); name a new "
+                                "or empty folder with --dir, or the folder of a cluster that `cluster up` made")
+            os.fchmod(fd, 0o700)  # on the folder opened, never through a link
+            mark = os.open(MARK_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=fd)
+            with os.fdopen(mark, "w") as handle:
+                handle.write(MARK_TEXT)
+        finally:
+            os.close(fd)
+
+    def check_ours(self) -> None:
+        """Refuse, before anything there is touched, unless the folder is a cluster's (its marker)
+        and belongs to the user running: `--purge --dir /var/lib` must delete nothing. No folder at
+        all holds nothing to remove."""
+        if not os.path.lexists(self.root):
+            return
+        fd = self._open(create=False)
+        try:
+            if not self._marked(fd):
+                raise UserError(f"{self.root} is not a cluster's folder (it has no {MARK_FILE}, which `cluster up` "
+                                "writes): nothing was removed; check --dir")
+        finally:
+            os.close(fd)
+
+    def _open(self, create: bool = True) -> int:
+        """The folder itself, opened without following a link, and checked to be the user's."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise UserError(f"{self.root}: no such folder; check --dir") from None
+        except OSError:
+            what = "a symbolic link" if self.root.is_symlink() else "not a folder"
+            raise UserError(f"{self.root} is {what}; name the cluster's folder itself with --dir") from None
+        owner = os.fstat(fd).st_uid
+        if owner != os.geteuid():
+            os.close(fd)
+            raise UserError(f"{self.root} belongs to uid {owner}, not to you (uid {os.geteuid()}); "
+                            + ("name a folder of your own with --dir" if create else "nothing was removed; check --dir"))
+        return fd
+
+    def _marked(self, fd: int) -> bool:
+        """The marker, or the readable state file of a cluster an earlier version made (before the marker)."""
+        import stat
+
+        for name in (MARK_FILE, "state.json"):
+            try:
+                seen = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(seen.st_mode):
+                continue
+            if name == MARK_FILE:
+                return True
+            from generator.controlplane import state
+
+            try:
+                return state.load(self.state_file) is not None
+            except state.StateError:
+                return False
+        return False
 
     @property
     def pki(self) -> Path:

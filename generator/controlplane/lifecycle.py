@@ -94,12 +94,12 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         network.check()
     except network.NetworkError as exc:
         raise UserError(str(exc)) from None
+    layout.create()  # first: only the user's own cluster folder has its leftovers removed
     build.ensure(say)
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:
         say(reused)
-    layout.create()
     layout.logs.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
@@ -165,9 +165,10 @@ PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "volumes", "log
 
 def purge(layout: Layout) -> list[str]:
     """Remove the cluster's keys and data, only the entries it writes under its own folder; refused
-    while any of its processes runs."""
+    for a folder that is not this user's cluster folder, and while any of its processes runs."""
     import shutil
 
+    layout.check_ours()
     if strays(layout.root):
         raise UserError(f"the cluster in {layout.root} still has processes running; run `python -m generator "
                         f"cluster down --dir {layout.root}` first")

@@ -33,17 +33,96 @@ def convert_file(path: str, release: str, namespace: str | None) -> list[Convers
         return [Conversion(path, "", problems=[Finding("kind", f"is already a {kind.kind}, Trainer v2's own kind", kind.kind,
                                                        "nothing to convert: `generator run` and `submit` take it as it is")])]
     out = [convert_job(d, path) for d in documents if kind.owns(d)]
-    _carry(out[0], [d for d in documents if isinstance(d, dict) and not kind.owns(d)])
+    carried, problems, review = _others(documents, kind)
+    if problems:
+        out[0].refuse(out[0].problems + problems)
+    else:
+        out[0].changes += review
+        _carry(out[0], carried, drop_namespace=False)  # the user's objects keep the namespace they name
     return out
 
 
-def _carry(conversion: Conversion, others: list[dict]) -> None:
+def _carry(conversion: Conversion, others: list[dict], drop_namespace: bool) -> None:
     """What the file holds beside its jobs (a claim, a ConfigMap) is the same for v2: written before
     them, as it is."""
     if others and conversion.objects:
-        conversion.objects[:0] = _cleaned(others, conversion.namespace)
-        conversion.notes.append("kept as they are: " + ", ".join(f"{o.get('kind')} {o.get('metadata', {}).get('name')}"
-                                                                   for o in others))
+        conversion.objects[:0] = _cleaned(others, drop_namespace)
+        conversion.notes.append("kept as they are: " + ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in others))
+
+
+# Kinds that are not namespaced: one in a job's file would act on the whole cluster. Kubernetes'
+# own, and Trainer's runtime for every namespace.
+CLUSTER_SCOPED = {"Namespace", "Node", "PersistentVolume", "StorageClass", "CSIDriver", "CSINode", "VolumeAttachment",
+                  "CustomResourceDefinition", "APIService", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                  "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "PriorityClass", "RuntimeClass",
+                  "IngressClass", "CertificateSigningRequest", "FlowSchema", "PriorityLevelConfiguration",
+                  "ClusterTrainingRuntime"}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def _others(documents: list, kind: kinds.JobKind) -> tuple[list[dict], list[Finding], list[Change]]:
+    """The documents beside the jobs, checked as the API server would take them, each by its place
+    in the file (documents[i], counting the non-empty ones): (what is carried, why the file is
+    refused, what needs a review). RBAC and cluster-scoped objects are refused: what a job's file
+    grants or changes beyond its namespace is for its owner to apply on its own."""
+    carried, problems, review = [], [], []
+    for i, doc in enumerate(documents):
+        if kind.owns(doc):
+            continue
+        where = f"documents[{i}]"
+        found = _object_problems(doc, where)
+        if found:
+            problems += found
+            continue
+        what = f"{doc['kind']} {doc['metadata']['name']}"
+        group = doc["apiVersion"].rpartition("/")[0]
+        if group == RBAC_GROUP or doc["kind"] in CLUSTER_SCOPED:
+            why = ("grants permissions" if group == RBAC_GROUP else "is not namespaced: it acts on the whole cluster")
+            problems.append(Finding(where, f"is a {what}, which {why}; convert carries only the job's namespaced "
+                                    "objects", hint="apply it on its own after review, or remove it from the file"))
+            continue
+        known, found = _schema_problems(doc, where)
+        if found:
+            problems += found
+            continue
+        if not known:
+            review.append(Change(where, f"{what} ({doc['apiVersion']}) was carried beside the PyTorchJob",
+                                 "written as it is beside the TrainJob: a kind this tool does not know, so neither its "
+                                 "fields nor what it acts on (its namespace, or the whole cluster) were checked",
+                                 "review it before applying the TrainJob's file, or remove it and apply it on its own"))
+        carried.append(doc)
+    return carried, problems, review
+
+
+def _object_problems(doc: object, where: str) -> list[Finding]:
+    if not isinstance(doc, dict):
+        return [Finding(where, f"is a YAML {type(doc).__name__}, not a Kubernetes object, and cannot be carried "
+                        "beside the TrainJob", doc, "remove it, or write it as an object with apiVersion, kind and "
+                        "metadata.name")]
+    out = [Finding(f"{where}.{key}", "is required", doc.get(key), f"give the object its {key}")
+           for key in ("apiVersion", "kind") if not isinstance(doc.get(key), str) or not doc.get(key)]
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        out.append(Finding(f"{where}.metadata.name", "is required", None if not isinstance(meta, dict) else
+                           meta.get("name"), "give the object a metadata.name"))
+    return out
+
+
+def _schema_problems(doc: dict, where: str) -> tuple[bool, list[Finding]]:
+    """(whether Kubernetes' own schema knows the kind, what it refuses): strict, as import checks pod templates."""
+    import kubernetes_validate
+
+    from generator.job import podschema
+
+    try:
+        kubernetes_validate.validate(doc, podschema.KUBE_VERSION, strict=True)
+    except kubernetes_validate.SchemaNotFoundError:
+        return False, []
+    except kubernetes_validate.ValidationError as exc:
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        return True, [Finding(f"{where}{path}", exc.message.splitlines()[0], hint="fix the object as Kubernetes expects it")]
+    return True, []
 
 
 def _from_values(path: str, documents: list, release: str, namespace: str | None) -> Conversion:
@@ -62,7 +141,7 @@ def _from_values(path: str, documents: list, release: str, namespace: str | None
     if namespace is None:
         job["metadata"].pop("namespace", None)
     done = convert_job(job, path)
-    _carry(done, [o for o in checked.objects if o is not checked.job])  # the output claim the chart makes
+    _carry(done, [o for o in checked.objects if o is not checked.job], namespace is None)  # the chart's output claim
     done.changes = [Change(_values_path(c.path, job, values), c.v1, c.v2, c.fix) for c in done.changes]
     done.problems = [Finding(_values_path(f.path, job, values), f.message, f.value, f.hint) for f in done.problems]
     return done
@@ -144,7 +223,7 @@ def convert_job(job: dict, source: str) -> Conversion:
     checked = validation.check_values(values, RELEASE, out.namespace or "default")
     if checked.findings:
         return out.refuse(checked.findings)
-    objects = _cleaned([o for o in checked.objects if o.get("kind") != "PersistentVolumeClaim"], out.namespace)
+    objects = _cleaned([o for o in checked.objects if o.get("kind") != "PersistentVolumeClaim"], out.namespace is None)
     problems = runtime.check(objects)
     if problems:
         return out.refuse(problems)
@@ -182,9 +261,10 @@ def _ranges(codes: list[int]) -> str:
     return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
 
 
-def _cleaned(objects: list[dict], namespace: str | None) -> list[dict]:
-    """Without the chart's own labels (nothing of a Helm release) and, where the job named none, without
-    a namespace; the runtime first, since Trainer refuses a TrainJob whose runtime does not exist yet."""
+def _cleaned(objects: list[dict], drop_namespace: bool) -> list[dict]:
+    """Without the chart's own labels (nothing of a Helm release) and, with `drop_namespace` (objects
+    the chart rendered in "default" for a job that named none), without a namespace; the runtime
+    first, since Trainer refuses a TrainJob whose runtime does not exist yet."""
     objects = copy.deepcopy(objects)
 
     def strip(meta: dict) -> None:
@@ -195,7 +275,7 @@ def _cleaned(objects: list[dict], namespace: str | None) -> list[dict]:
 
     for obj in objects:
         strip(obj["metadata"])
-        if namespace is None:
+        if drop_namespace:
             obj["metadata"].pop("namespace", None)
         for rjob in (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []:
             template = rjob["template"]["spec"]["template"]

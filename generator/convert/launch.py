@@ -25,7 +25,7 @@ def through_torchrun(command: list[str]) -> tuple[list[str], str]:
     if head == TORCHRUN:  # by name: Trainer's runtimes, and the check of a TrainJob, expect it on PATH
         return [TORCHRUN, *command[1:]], THROUGH_TORCHRUN
     rest = list(command[1:])
-    if _PYTHON.match(head):
+    if _PYTHON.fullmatch(head):
         if rest[:2] == ["-m", TORCHRUN_MODULE]:
             return [TORCHRUN, *rest[2:]], TORCHRUN_AS_MODULE
         if rest[:2] == ["-m", OLD_LAUNCHER]:

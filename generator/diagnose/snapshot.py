@@ -80,7 +80,7 @@ class Snapshot:
 def save(shot: Snapshot, path: str) -> None:
     import yaml
 
-    from generator.job.values_io import write_atomic
+    from generator.files import write_atomic
 
     write_atomic(path, yaml.safe_dump(shot.as_dict(), sort_keys=False))
 

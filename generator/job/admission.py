@@ -31,7 +31,9 @@ def name_problem(kind: str, name: str) -> str:
     limit, pattern = (RELEASE_MAX, DNS_SUBDOMAIN) if kind == "release" else (63, DNS_LABEL)
     if len(name) > limit:
         return f"is {len(name)} characters, more than the {limit} a {kind} name may have"
-    if not pattern.match(name):
+    if kind == "namespace" and "." in name and DNS_SUBDOMAIN.fullmatch(name):
+        return "has a '.': a namespace is a DNS-1123 label, not a subdomain, so it is letters, digits and '-' alone"
+    if not pattern.fullmatch(name):  # fullmatch: `$` alone would also take a name that ends in a newline
         return ("must be lower-case letters, digits and '-'" + (", in parts joined by '.'" if kind == "release" else "")
                 + ", starting and ending with a letter or digit")
     return ""
@@ -43,7 +45,7 @@ def pod_name_suffix(workers: int) -> str:
 
 
 def check_job_name(name: object, workers: int, path: str = "metadata.name") -> list[Finding]:
-    if not isinstance(name, str) or not DNS1035.match(name):
+    if not isinstance(name, str) or not DNS1035.fullmatch(name):
         return [Finding(path, "is not a DNS-1035 label", name,
                         "use lower-case letters, digits and '-', starting with a letter and ending with a letter or digit")]
     suffix = pod_name_suffix(workers)
@@ -140,7 +142,7 @@ def check_pytorchjob(job: object) -> list[Finding]:
     name = (job.get("metadata") or {}).get("name")
     out += check_job_name(name, workers)
     nproc = spec.get("nprocPerNode")
-    if nproc is not None and (not isinstance(nproc, str) or not NPROC.match(nproc)):
+    if nproc is not None and (not isinstance(nproc, str) or not NPROC.fullmatch(nproc)):
         out.append(Finding("spec.nprocPerNode", "must be a string: auto, cpu, gpu or a positive integer", nproc,
                            'quote it, e.g. nprocPerNode: "2"'))
     elastic = spec.get("elasticPolicy")
@@ -216,12 +218,12 @@ def check_pod(template: object, base: str, role: str, main: str = CONTAINER) -> 
         if not isinstance(volume, dict):
             continue
         vpath = f"{base}.spec.volumes[{i}]"
-        if not isinstance(volume.get("name"), str) or not DNS_LABEL.match(volume["name"]):
+        if not isinstance(volume.get("name"), str) or not DNS_LABEL.fullmatch(volume["name"]):
             out.append(Finding(f"{vpath}.name", "is not a DNS label", volume.get("name"),
                                "use lower-case letters, digits and '-', at most 63, as Kubernetes requires"))
         claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") if isinstance(
             volume.get("persistentVolumeClaim"), dict) else None
-        if claim is not None and (not isinstance(claim, str) or not DNS_SUBDOMAIN.match(claim)):
+        if claim is not None and (not isinstance(claim, str) or not DNS_SUBDOMAIN.fullmatch(claim)):
             out.append(Finding(f"{vpath}.persistentVolumeClaim.claimName", "is not a claim name", claim,
                                "use the name of a PersistentVolumeClaim: lower-case letters, digits, '-' and '.'"))
     return out

@@ -29,7 +29,7 @@ def _reference() -> re.Pattern:
 
 def parse(reference: str) -> tuple[str, str, str] | None:
     """(repository, tag, digest) with "" for a missing part; None if it is not a reference."""
-    match = _reference().match(reference or "")
+    match = _reference().fullmatch(reference or "")
     if not match:
         return None
     return match["repository"], match["tag"] or "", match["digest"] or ""

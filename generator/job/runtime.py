@@ -70,7 +70,7 @@ def resolve(objects: list[dict]) -> Resolved:
         out.append(Finding("apiVersion", f"must be {API_VERSION} (Trainer v2.3)", job.get("apiVersion"),
                            f"set apiVersion: {API_VERSION}"))
     name = (job.get("metadata") or {}).get("name")
-    if not isinstance(name, str) or not DNS_LABEL.match(name):
+    if not isinstance(name, str) or not DNS_LABEL.fullmatch(name):
         out.append(Finding("metadata.name", "is not a DNS label (the pods are <name>-node-0-<i>)", name,
                            "use lower-case letters, digits and '-', starting with a letter"))
     spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}

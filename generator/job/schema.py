@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 from generator import paths
@@ -16,11 +17,26 @@ def schema(chart: Path = paths.JOB_CHART) -> dict:
     return json.loads((chart / "values.schema.json").read_text())
 
 
+def go_pattern(pattern: str) -> str:
+    """A schema pattern as Helm's validator (Go's RE2) reads it: `$` is the end of the text, where
+    Python's `$` also matches before a final newline (`namespace: "default\n"` would pass). The
+    schemas' patterns use `$` only as that anchor."""
+    return re.sub(r"(?<!\\)\$", r"\\Z", pattern)
+
+
+def _pattern(validator, pattern: str, instance, _schema):
+    import jsonschema
+
+    if validator.is_type(instance, "string") and not re.search(go_pattern(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 @functools.cache
 def _validator(chart: Path = paths.JOB_CHART):
     import jsonschema
 
-    return jsonschema.Draft7Validator(schema(chart))
+    strict = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _pattern})
+    return strict(schema(chart))
 
 
 def _path(error) -> str:

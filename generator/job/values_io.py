@@ -436,35 +436,3 @@ def _unreadable(exc: yaml.YAMLError, path: str) -> UserError:
     where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
     return UserError([Finding("", f"is not valid YAML ({getattr(exc, 'problem', exc)} at {where})",
                               hint="fix the YAML syntax")], source=path)
-
-
-def write_atomic(path: str, text: str) -> None:
-    """All or nothing: a temp file beside the target, fsync, rename. A symlink is written
-    through (the link stays), an existing file keeps its mode, a new one gets the umask's, and
-    anything that is not a regular file is refused rather than replaced."""
-    import stat
-    import tempfile
-
-    target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file():
-        kind = "a directory" if target.is_dir() else "not a regular file (a device, pipe or socket)"
-        raise UserError([Finding("", f"is {kind}, so it is not replaced",
-                                 hint="name a file to write, or leave out -o to print to stdout")], source=path)
-    if target.exists():
-        mode = stat.S_IMODE(target.stat().st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -52,9 +52,10 @@ class LocalCluster:
 def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> LocalCluster:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *node]
-    if values is not None:
-        (tmp / "operator-values.yaml").write_text(yaml.safe_dump(values))
-        argv += ["-f", str(tmp / "operator-values.yaml")]
+    if values is not None:  # beside the cluster's folder: `cluster up` takes only an empty one, or a cluster's
+        given = tmp.with_name(f"{tmp.name}-operator-values.yaml")
+        given.write_text(yaml.safe_dump(values))
+        argv += ["-f", str(given)]
     tmp.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, f"cluster up failed:\n{proc.stderr}"

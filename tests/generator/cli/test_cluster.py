@@ -236,7 +236,10 @@ def test_down_under_load_tells_once_of_each_process_it_killed(tmp_path):
 
 
 def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
+    from generator.controlplane.layout import MARK_FILE, Layout
+
     folder = tmp_path / "cluster"
+    Layout(folder).create()
     for name in ("pki/ca.key", "pki/ca.crt", "etcd/member/snap", "kubeconfigs/admin", "kubelet/pods/x/token",
                  "volumes/pvc-1/model.pt", "logs/etcd.log"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +252,27 @@ def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
     removed = out.splitlines()[1].removeprefix("removed: ").split(", ")
     assert sorted(removed) == sorted(str(folder / n) for n in ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet",
                                                                  "volumes", "logs"))
-    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == [MARK_FILE, "notes.txt"]  # still a cluster's folder
+
+
+@pytest.mark.parametrize("marked", ["no marker", "marker is a link"])
+def test_down_purge_of_a_folder_that_is_no_clusters_is_refused_with_nothing_removed(tmp_path, marked):
+    """`--purge --dir /var/lib` would have deleted a real node's etcd, kubelet, volumes and logs."""
+    from generator.controlplane.layout import MARK_FILE
+
+    folder = tmp_path / "lib"
+    names = ("etcd/member/snap", "kubelet/config.yaml", "volumes/data", "logs/app.log", "pki/ca.key")
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("real data")
+    if marked == "marker is a link":
+        (tmp_path / "elsewhere").write_text("")
+        (folder / MARK_FILE).symlink_to(tmp_path / "elsewhere")
+    code, out, err = run("cluster", "down", "--purge", "--dir", str(folder))
+    assert code == 1 and out == ""
+    assert err.strip() == (f"error: {folder} is not a cluster's folder (it has no {MARK_FILE}, which `cluster up` writes): "
+                           "nothing was removed; check --dir")
+    assert all((folder / name).read_text() == "real data" for name in names)
 
 
 def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
@@ -261,7 +284,8 @@ def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
     from generator.controlplane.layout import MARKER, Layout
 
     folder = tmp_path / "cluster"
-    (folder / "pki").mkdir(parents=True)
+    Layout(folder).create()
+    (folder / "pki").mkdir()
     proc = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
                             env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
     try:

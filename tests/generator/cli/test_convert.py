@@ -76,6 +76,21 @@ def test_the_report_as_json(tmp_path):
     assert refused["outcome"] == "refused" and refused["problems"][0]["path"].startswith("spec.pytorchReplicaSpecs.*.")
 
 
+def test_the_json_report_is_always_on_stdout_and_the_trainjobs_go_only_to_o(tmp_path):
+    """`convert --format json | jq` gets the report whatever the outcome, never mixed with manifests."""
+    code, stdout, stderr = run("convert", str(DIGITS), "--to", "v2", "--format", "json")
+    assert code == 1 and json.loads(stdout)["jobs"][0]["outcome"] == "changes" and stderr == ""
+    single = tmp_path / "single.yaml"
+    single.write_text(SAME)
+    code, stdout, stderr = run("convert", str(single), "--to", "v2", "--format", "json")
+    report = json.loads(stdout)
+    assert code == 0 and stderr == "" and report["written"] is False and report["jobs"][0]["outcome"] == "same"
+    out = tmp_path / "v2.yaml"
+    code, stdout, _ = run("convert", str(single), "--to", "v2", "--format", "json", "-o", str(out))
+    assert code == 0 and json.loads(stdout)["written"] is True
+    assert [d["kind"] for d in yaml.safe_load_all(out.read_text()) if d] == ["TrainingRuntime", "TrainJob"]
+
+
 @pytest.mark.parametrize("args, code, message", [
     (["convert", "x.yaml"], 2, "Missing option '--to'"),
     (["convert", "x.yaml", "--to", "v3"], 2, "'v3' is not 'v2'"),

@@ -15,6 +15,7 @@ VALUES_COMMANDS = [["render"], ["validate"], ["run", "--dry-run"], ["values", "-
     ("My_Job", "must be lower-case letters"),
     ("a" * 54, "is 54 characters, more than the 53 a release name may have"),
     ("job-", "starting and ending with a letter or digit"),
+    ("job\n", "starting and ending with a letter or digit"),
 ])
 def test_a_release_helm_would_refuse_is_refused_first(tmp_path, command, release, why):
     values = tmp_path / "values.yaml"
@@ -37,6 +38,27 @@ def test_a_namespace_kubernetes_would_refuse_is_refused_before_any_call(tmp_path
     assert code == 2
     assert ("Invalid value for '-n' / '--namespace': 'Research_Team' must be lower-case letters, digits and '-', "
             "starting and ending with a letter or digit; for example `training`") in err
+
+
+@pytest.mark.parametrize(("namespace", "why"), [
+    ("team\n", "must be lower-case letters, digits and '-', starting and ending with a letter or digit"),
+    ("team.a", "has a '.': a namespace is a DNS-1123 label, not a subdomain, so it is letters, digits and '-' alone"),
+])
+def test_a_namespace_with_a_final_newline_or_a_dot_is_refused(tmp_path, namespace, why):
+    values = tmp_path / "values.yaml"
+    values.write_text("{}\n")
+    for flag in ("-n", "--namespace"):
+        code, out, err = run("render", str(values), flag, namespace)
+        assert code == 2 and out == ""
+        assert f"Invalid value for '-n' / '--namespace': {namespace!r} {why}; for example `training`" in err
+
+
+def test_a_name_in_values_that_ends_in_a_newline_is_refused_as_helm_refuses_it(tmp_path):
+    """Helm's schema check reads `$` as the end of the text (Go); Python's `$` alone would take `demo\\n`."""
+    values = tmp_path / "values.yaml"
+    values.write_text('job: {name: "demo\\n"}\n')
+    code, out, err = run("validate", str(values))
+    assert code == 1 and "job.name: is not in the expected form (got 'demo\\n')" in out + err
 
 
 def test_names_within_the_limits_pass(tmp_path):

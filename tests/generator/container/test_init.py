@@ -3,6 +3,7 @@ it, whatever it does to its session, and stopping it still gives its children th
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,3 +119,26 @@ def test_programs_in_namespaces_of_their_own_still_have_pids_no_other_program_ha
     assert [p.wait(10) for p in procs] == [0, 0, 0]
     pids = [int(out[0]) for out in outs]
     assert len(set(pids)) == 3 and 2 not in pids, pids
+
+
+# The shell's own /proc entry, then a child's: under a /proc of the namespace, each names itself.
+PROC_PROBE = "tr '\\0' ' ' < /proc/$$/cmdline; echo; sleep 30 & tr '\\0' ' ' < /proc/$!/cmdline; echo; kill $!"
+
+
+def test_the_program_sees_a_proc_of_its_own_namespace():
+    lines = []
+    proc = Process(["sh", "-c", PROC_PROBE], dict(os.environ), lines.append, isolate=True)
+    assert proc.wait(10) == 0
+    assert lines == [f"sh -c {PROC_PROBE} ", "sleep 30 "]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="running as another user needs root and setpriv")
+def test_an_unprivileged_program_sees_a_proc_of_its_own_namespace_too():
+    """As nobody: the PID namespace is made inside a user namespace, and so is the mount of /proc."""
+    from generator.container.process import INIT
+
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", os.path.realpath(sys.executable),
+                           "-I", "-S", str(INIT), str(os.getpid()), "--", "sh", "-c", PROC_PROBE],
+                          capture_output=True, text=True, timeout=30, cwd="/")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [f"sh -c {PROC_PROBE} ", "sleep 30 "]

@@ -151,6 +151,13 @@ def test_a_folder_is_what_the_image_holds_at_path_else_at_its_working_dir_else_w
     ("toy=.:/", "PATH / would hide"),
     ("toy=.:/usr", "PATH /usr would hide /usr/bin, which the container needs from this machine"),
     ("toy=.:/etc", "PATH /etc would hide /etc"),
+    ("toy=.://bin", "PATH //bin would hide /bin"),
+    ("toy=.:///usr/", "PATH ///usr/ would hide /usr/bin"),
+    ("toy=.:/./usr", "PATH /./usr would hide /usr/bin"),
+    ("toy=.:/tmp/../lib", "PATH /tmp/../lib would hide /lib"),
+    ("toy=.:/lib64", "PATH /lib64 would hide /lib64"),
+    ("toy=.:/sbin/", "PATH /sbin/ would hide /sbin"),
+    ("toy=.:/usr/sbin", "PATH /usr/sbin would hide /usr/sbin"),
 ])
 def test_an_image_mapping_that_cannot_work_is_refused_with_what_to_write(value, says, tmp_path):
     with pytest.raises(ValueError) as refused:

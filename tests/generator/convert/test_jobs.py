@@ -292,3 +292,55 @@ def test_what_a_file_holds_beside_its_jobs_and_the_claim_values_make_are_written
     (done,) = jobs.convert_file(str(path), "release", None)
     assert [(o["kind"], o["metadata"]["name"]) for o in done.objects][0] == ("PersistentVolumeClaim", "vals-output")
     assert "output.mountOn" in paths(done)  # the Master alone mounted it: the values key that said so
+
+
+def convert_beside(tmp_path, *others) -> object:
+    """The file's one conversion, with `others` as the documents before the job."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump_all([*others, job()]))
+    (done,) = jobs.convert_file(str(path), "release", None)
+    return done
+
+
+def test_rbac_and_cluster_scoped_objects_beside_the_job_are_refused_by_their_place(tmp_path):
+    admin = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "all"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+             "subjects": [{"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"}]}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": []}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    done = convert_beside(tmp_path, admin, role, namespace)
+    assert done.outcome == REFUSED and done.objects == []
+    assert [(p.path, p.message) for p in done.problems] == [
+        ("documents[0]", "is a ClusterRoleBinding all, which grants permissions; convert carries only the job's "
+                         "namespaced objects"),
+        ("documents[1]", "is a Role r, which grants permissions; convert carries only the job's namespaced objects"),
+        ("documents[2]", "is a Namespace team, which is not namespaced: it acts on the whole cluster; convert carries "
+                         "only the job's namespaced objects")]
+    assert {p.hint for p in done.problems} == {"apply it on its own after review, or remove it from the file"}
+
+
+def test_an_object_beside_the_job_keeps_its_namespace(tmp_path):
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "team"},
+              "data": {"lr": "0.1"}}
+    done = convert_beside(tmp_path, config)
+    assert done.outcome == SAME and done.objects[0] == config
+
+
+@pytest.mark.parametrize(("document", "path", "message"), [
+    ({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"}}, "documents[0].metadata.name", "is required"),
+    ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "dat": {"a": "1"}}, "documents[0]",
+     "Additional properties are not allowed ('dat' was unexpected)"),
+    (["a", "list"], "documents[0]", "is a YAML list, not a Kubernetes object, and cannot be carried beside the TrainJob"),
+    ("just text", "documents[0]", "is a YAML str, not a Kubernetes object, and cannot be carried beside the TrainJob"),
+], ids=["no metadata", "unknown field", "a list", "a string"])
+def test_a_document_beside_the_job_that_is_no_valid_object_is_refused_by_its_place(tmp_path, document, path, message):
+    done = convert_beside(tmp_path, document)
+    assert done.outcome == REFUSED and [(p.path, p.message) for p in done.problems] == [(path, message)]
+
+
+def test_an_object_of_a_kind_this_tool_does_not_know_is_a_change_to_review(tmp_path):
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "team"},
+             "spec": {"clusterQueue": "cq"}}
+    done = convert_beside(tmp_path, queue)
+    assert done.outcome == CHANGES and paths(done) == ["documents[0]"] and done.objects[0] == queue
+    assert done.changes[0].fix == "review it before applying the TrainJob's file, or remove it and apply it on its own"
