@@ -56,10 +56,12 @@ def dockerfile_default(dockerfile: Path, name: str) -> str | None:
 
 def qualified(image: str) -> str:
     """Docker Hub's implicit names written out (podman resolves no short names without a prompt)."""
-    first = image.split("/", 1)[0]
-    if "/" in image and ("." in first or ":" in first or first == "localhost"):
+    first, _, rest = image.partition("/")
+    if first in ("docker.io", "index.docker.io") and rest:
+        return qualified(rest)
+    if rest and ("." in first or ":" in first or first == "localhost"):
         return image
-    return f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
+    return f"docker.io/{image}" if rest else f"docker.io/library/{image}"
 
 
 def served(eng: Engine, image: str) -> bool:

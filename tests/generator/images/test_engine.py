@@ -27,6 +27,7 @@ def test_the_trainer_dockerfile_names_its_base_as_an_argument_defaulting_to_pyth
     assert base.qualified("python:3.11-slim") == "docker.io/library/python:3.11-slim"
     assert base.qualified("curlimages/curl:8.10.1") == "docker.io/curlimages/curl:8.10.1"
     assert base.qualified("ghcr.io/kubeflow/trainer/x:v1") == "ghcr.io/kubeflow/trainer/x:v1"
+    assert base.qualified("docker.io/alpine:3.21") == base.qualified("alpine:3.21") == "docker.io/library/alpine:3.21"
 
 
 def test_the_debian_base_is_named_for_its_release_and_recipe():

@@ -1,0 +1,268 @@
+"""A real OCI registry on this machine (distribution's `registry`, built from the Go module proxy
+with the control plane), one per user and machine, that holds the trainer's image and every
+image the charts name, each under its full upstream name (`ghcr.io/kubeflow/...`,
+`docker.io/library/alpine:3.10`), so a mirror of those registries can point at it unchanged.
+
+The machine is shared, so the registry listens on loopback alone and answers only TLS clients
+that present its client certificate (mutual TLS, as etcd here): another user of the machine can
+connect, but reads nothing. Its folder in the user's cache (0700) holds the storage, the keys
+and the log. It is started by `cluster up` and by `generator image registry up`, and outlives
+clusters (two clusters side by side share it); `image registry down` stops it."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import paths
+from generator.container import ports
+from generator.controlplane import build, pki, processes
+from generator.controlplane.layout import MARKER
+from generator.errors import UserError
+
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json"])
+
+
+@dataclass(frozen=True)
+class Registry:
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def certs(self) -> Path:
+        """A client's certificate folder as podman and skopeo read one (`--cert-dir`): the CA as
+        ca.crt, the client's pair as client.cert and client.key."""
+        return self.root / "certs.d"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yml"
+
+    @property
+    def storage(self) -> Path:
+        return self.root / "storage"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "registry.log"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    def read_state(self) -> dict:
+        try:
+            return json.loads(self.state.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def address(self) -> str:
+        """host:port of the running registry, '' when none runs."""
+        current = self.read_state()
+        return f"127.0.0.1:{current['port']}" if current.get("port") and self.pid() else ""
+
+    def pid(self) -> int | None:
+        """The registry's process id when it runs (a recorded id reused by another process is not it)."""
+        pid = self.read_state().get("pid")
+        if not pid or not processes.pid_alive(pid):
+            return None
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return None
+        return pid if str(self.config) in argv else None
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        context.load_cert_chain(str(self.certs / "client.cert"), str(self.certs / "client.key"))
+        return context
+
+    def request(self, path: str, method: str = "GET", address: str = "") -> tuple[int, bytes, dict]:
+        """(status, body, headers) of a request to the registry's API, as its client."""
+        req = urllib.request.Request(f"https://{address or self.address}{path}", method=method,
+                                     headers={"Accept": MANIFEST_TYPES})
+        try:
+            with urllib.request.urlopen(req, context=self.context(), timeout=10) as resp:
+                return resp.status, resp.read(), dict(resp.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+    def has(self, name: str) -> str:
+        """The digest the registry holds for the image `name` (repository:tag), '' when none."""
+        repo, tag = split(name)
+        status, _, headers = self.request(f"/v2/{repo}/manifests/{tag}", method="HEAD")
+        return headers.get("Docker-Content-Digest", "") if status == 200 else ""
+
+    def catalog(self) -> list[str]:
+        """Every repository:tag the registry holds."""
+        status, body, _ = self.request("/v2/_catalog?n=1000")
+        if status != 200:
+            raise UserError(f"the registry at {self.address} refused its catalog (HTTP {status}): {body[:200]!r}")
+        out = []
+        for repo in json.loads(body).get("repositories") or []:
+            status, body, _ = self.request(f"/v2/{repo}/tags/list")
+            out += [f"{repo}:{tag}" for tag in (json.loads(body).get("tags") or [] if status == 200 else [])]
+        return sorted(out)
+
+
+def split(name: str) -> tuple[str, str]:
+    """repository:tag -> (repository, tag); a name without a tag is `latest`, as a pull reads it."""
+    head, sep, tail = name.rpartition(":")
+    if sep and "/" not in tail:
+        return head, tail
+    return name, "latest"
+
+
+def default() -> Registry:
+    return Registry(paths.cache_dir() / "registry")
+
+
+def _files(reg: Registry) -> None:
+    """The folder (0700), the certificates, and the registry's configuration for a free port."""
+    reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    reg.root.chmod(0o700)
+    ca = pki.Authority(reg.pki)
+    server_crt, server_key = ca.issue("server", "pytorchjob-kit-registry", server=True, names=["localhost"],
+                                      ips=["127.0.0.1"])
+    client_crt, client_key = ca.issue("client", "pytorchjob-kit-registry-client")
+    reg.certs.mkdir(exist_ok=True, mode=0o700)
+    for source, target in ((ca.cert_path, "ca.crt"), (client_crt, "client.cert"), (client_key, "client.key")):
+        fd = os.open(reg.certs / target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(source.read_bytes())
+    previous = reg.read_state().get("port")
+    port = previous if previous and _free(previous) else ports.free_port()
+    secret = reg.read_state().get("secret") or secrets.token_hex(32)
+    config = {
+        "version": 0.1,
+        "log": {"level": "info", "accesslog": {"disabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(reg.storage)}, "delete": {"enabled": True}},
+        "http": {"addr": f"127.0.0.1:{port}", "secret": secret, "draintimeout": "5s",
+                 "tls": {"certificate": str(server_crt), "key": str(server_key), "clientcas": [str(ca.cert_path)],
+                         "clientauth": "require-and-verify-client-cert"}},
+    }
+    fd = os.open(reg.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # it holds the secret
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, 0o600)
+        out.write(json.dumps(config, indent=2))  # YAML is a superset of JSON
+    _save(reg, port=port, secret=secret, pid=None)
+
+
+def _free(port: int) -> bool:
+    """Whether loopback's `port` can be taken (the registry keeps its port across restarts when it can)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _save(reg: Registry, **fields) -> None:
+    current = {**reg.read_state(), **fields}
+    tmp = reg.state.with_suffix(f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(current))
+    tmp.replace(reg.state)
+
+
+def start(reg: Registry | None = None, say=print) -> Registry:
+    """The registry running, started now unless it runs already; the binary built first if missing."""
+    import fcntl
+
+    reg = reg or default()
+    if reg.pid():
+        return reg
+    binary = build.ensure(say, groups=["registry"])[build.REGISTRY_BINARY]
+    reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(reg.root / ".start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if reg.pid():
+            return reg
+        _files(reg)
+        # Its own session, and none of a cluster's marker: `cluster down` stops what a cluster
+        # started, and the registry serves every cluster of the machine.
+        env = {k: v for k, v in os.environ.items() if k != MARKER}
+        env["OTEL_TRACES_EXPORTER"] = "none"  # else it sends traces to a collector on localhost:4318
+        fd = os.open(reg.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            proc = subprocess.Popen([str(binary), "serve", str(reg.config)], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=reg.root, env=env)
+        _save(reg, pid=proc.pid)
+        port = reg.read_state()["port"]
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                break
+            try:
+                if reg.request("/v2/", address=f"127.0.0.1:{port}")[0] == 200:
+                    say(f"registry serving on 127.0.0.1:{port} (mutual TLS; its client certificate in {reg.certs})")
+                    return reg
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        proc.kill()
+        tail = "\n".join(reg.log.read_text(errors="replace").strip().splitlines()[-10:])
+        raise UserError(f"the registry did not start on 127.0.0.1:{port}:\n{tail}\nits log is {reg.log}")
+
+
+def stop(reg: Registry | None = None) -> int | None:
+    """Stop the registry; its process id when it ran. Its storage stays."""
+    reg = reg or default()
+    pid = reg.pid()
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + 15
+        while processes.pid_alive(pid) and time.monotonic() < end:
+            time.sleep(0.2)
+        if processes.pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    _save(reg, pid=None) if reg.state.exists() else None
+    return pid
+
+
+def _pushed(reg: Registry) -> Path:
+    return reg.root / "pushed.json"
+
+
+def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
+    """Copy the local image `local` into the registry as `name` (its upstream name, with tag),
+    unless the registry holds it already as pushed from that image; True when it copied now."""
+    from generator.images import engine as engine_
+
+    image_id = eng.image_id(local)
+    if not image_id:
+        raise UserError(f"{local}: no such image in the {eng.name} store; build it first (`python -m generator image "
+                        "build` for the trainer's)")
+    try:
+        pushed = json.loads(_pushed(reg).read_text())
+    except (OSError, ValueError):
+        pushed = {}
+    if pushed.get(name) == image_id and reg.has(name):
+        return False
+    say(f"pushing {local} to {reg.address}/{name}")
+    engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), f"{eng.transport}{local}",
+                    f"docker://{reg.address}/{name}"], f"pushing {local} to the registry at {reg.address}",
+                   f"the registry's log is {reg.log}", env=eng.environ(), nice=False)
+    pushed[name] = image_id
+    tmp = _pushed(reg).with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(pushed, indent=1, sort_keys=True))
+    tmp.replace(_pushed(reg))
+    return True

@@ -1,0 +1,124 @@
+"""Real images built here and the registry on this machine: the trainer's image trains under
+`podman run` as the chart runs it, the registry holds every image the charts name and answers
+only its own client, and the controllers' images start their built binaries. `make e2e` builds
+the images and starts the registry before the suite (`generator image registry up`), once per
+machine; these tests find them there."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def generator(*args: str, timeout: float = 3000) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """The machine's registry, up with every image (already, after `make e2e`'s first step)."""
+    from generator.controlplane import registry as registry_
+
+    proc = generator("image", "registry", "up", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return registry_.default()
+
+
+@pytest.fixture(scope="module")
+def engine(registry):
+    from generator.images import engine as engine_
+
+    return engine_.get(say=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def trainer_image(registry, engine):
+    from generator.images import trainer
+
+    proc = generator("image", "build", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "up to date: " + trainer.reference(trainer.choose("auto", say=lambda line: None))
+    return proc.stdout.strip().split(": ", 1)[1]
+
+
+def test_the_trainer_image_trains_as_uid_1000_on_a_read_only_root_with_its_output_on_a_volume(engine, trainer_image,
+                                                                                              tmp_path):
+    config = json.loads(engine.run("image", "inspect", trainer_image).stdout)[0]["Config"]
+    assert config["User"] == "1000:1000" and config["Entrypoint"] == ["python", "-m", "trainer"]
+    out = tmp_path / "output"
+    out.mkdir()
+    os.chown(out, 1000, 1000)
+    # As the job chart runs it: its entrypoint, the user of its podSecurityContext, a read-only root,
+    # the output on a volume at the image's own output folder.
+    proc = engine.run("run", "--rm", "--read-only", "--user", "1000:1000", "--volume", f"{out}:/opt/pytorch/output",
+                      trainer_image, "--dataset", "digits", "--epochs", "1", "--threads", "1", check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and metrics["final_accuracy"] > 0.5
+    assert (out / "mnist_cnn.pt").stat().st_uid == 1000
+
+
+def test_the_image_holds_the_trainer_alone_without_the_generator(engine, trainer_image):
+    proc = engine.run("run", "--rm", "--entrypoint", "python", trainer_image, "-c",
+                      "import importlib.util as u; print([m for m in ('trainer', 'torch', 'generator', 'click', "
+                      "'kubernetes') if u.find_spec(m)])", timeout=300)
+    assert proc.stdout.strip() == "['trainer', 'torch']"
+
+
+def test_the_registry_holds_every_image_the_charts_name(registry):
+    from generator.controlplane import chart_images
+
+    named = chart_images.named()
+    assert {"ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489", "docker.io/library/alpine:3.10",
+            "docker.io/curlimages/curl:8.10.1", "ghcr.io/pytorchjob-kit/trainer:0.1.0",
+            "ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"} <= set(named)
+    assert any(n.startswith("ghcr.io/kubeflow/trainer/trainer-controller-manager:") for n in named)
+    assert any("/jobset/jobset:" in n for n in named)
+    assert set(named) <= set(registry.catalog())
+
+
+def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(registry):
+    host, port = registry.address.split(":")
+    assert host == "127.0.0.1"
+    listening = [line.split()[1] for path in ("/proc/net/tcp", "/proc/net/tcp6")
+                 for line in open(path).read().splitlines()[1:] if line.split()[3] == "0A"]
+    assert [a for a in listening if int(a.rsplit(":", 1)[1], 16) == int(port)] == ["0100007F:" + f"{int(port):04X}"]
+    # Another user of the machine can connect, but without the client certificate TLS goes no further.
+    context = ssl.create_default_context(cafile=str(registry.certs / "ca.crt"))
+    with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            with context.wrap_socket(sock, server_hostname=host) as tls:
+                tls.sendall(b"GET /v2/_catalog HTTP/1.1\r\nHost: x\r\n\r\n")
+                tls.recv(100)
+    assert registry.request("/v2/_catalog")[0] == 200  # with it, the catalog
+    # Its folder is its owner's alone: storage, keys, configuration, log.
+    assert stat.S_IMODE(registry.root.stat().st_mode) == 0o700
+    for key in (registry.pki / "ca.key", registry.pki / "server.key", registry.certs / "client.key", registry.log):
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
+
+
+@pytest.mark.parametrize("image, argv, user", [
+    ("ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489", ["--help"], "65532:65532"),
+    ("docker.io/library/alpine:3.10", ["sh", "-c", "command -v nslookup"], ""),
+    ("docker.io/curlimages/curl:8.10.1", ["--version"], "100:101"),
+])
+def test_the_charts_images_run_what_they_stand_for(engine, registry, image, argv, user):
+    config = json.loads(engine.run("image", "inspect", image).stdout)[0]["Config"]
+    assert config.get("User", "") == user
+    proc = engine.run("run", "--rm", image, *argv, check=False, timeout=120)
+    # The operator's --help exits 0 (or 2 with Go's flag package) after its usage, which names its flags.
+    assert proc.returncode in (0, 2) and proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    text = proc.stdout + proc.stderr
+    assert {"training-operator": "pytorch-init-container-image", "alpine": "/bin/nslookup", "curl": "Protocols:"}[
+        next(k for k in ("training-operator", "alpine", "curl") if k in image)] in text
