@@ -74,6 +74,19 @@ def served(eng: Engine, image: str) -> bool:
         return False
 
 
+def arguments(eng: Engine, dockerfile: Path, say=print, show=None) -> tuple[dict[str, str], str]:
+    """({"BASE": the Debian-made base}, its image ID) for a Dockerfile whose `ARG BASE=IMAGE` no
+    registry serves here; ({}, "") where the engine has or pulls IMAGE, or the Dockerfile has no BASE."""
+    default = dockerfile_default(dockerfile, "BASE")
+    if not default or eng.name != engine_.PODMAN or eng.image_id(qualified(default)):
+        return {}, ""
+    # The base made here once stays this machine's, without asking a registry each time.
+    if eng.image_id(reference()) or not served(eng, default):
+        made = ensure(eng, say, show)
+        return {"BASE": made}, eng.image_id(made) or ""
+    return {}, ""
+
+
 def ensure(eng: Engine, say=print, show=None) -> str:
     """The Debian-made base's local name, made first when the store lacks it."""
     ref = reference()

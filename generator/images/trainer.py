@@ -69,14 +69,8 @@ def build(variant: str = "auto", say=print, show=None) -> tuple[str, bool]:
     eng = engine_.get(say)
     notes: list[str] = []  # why auto chose the CUDA build: worth saying only when it builds
     chosen = choose(variant, notes.append)
-    args = {"VARIANT": chosen}
-    base_id = ""
-    default = base.dockerfile_default(paths.TRAINER_DOCKERFILE, "BASE")
-    if eng.name == engine_.PODMAN and not (default and eng.image_id(base.qualified(default))):
-        # The base made here once stays this machine's, without asking a registry each time.
-        if eng.image_id(base.reference()) or not (default and base.served(eng, default)):
-            args["BASE"] = base.ensure(eng, say, show)
-            base_id = eng.image_id(args["BASE"]) or ""
+    args, base_id = base.arguments(eng, paths.TRAINER_DOCKERFILE, say, show)
+    args["VARIANT"] = chosen
     ref = reference(chosen)
     job = recipe.Recipe(ref, paths.TRAINER_DOCKERFILE, paths.ROOT, args,
                         fix="its last lines above say why (pip needs the Python package index, reached as this machine reaches it)")

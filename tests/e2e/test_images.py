@@ -122,3 +122,41 @@ def test_the_charts_images_run_what_they_stand_for(engine, registry, image, argv
     text = proc.stdout + proc.stderr
     assert {"training-operator": "pytorch-init-container-image", "alpine": "/bin/nslookup", "curl": "Protocols:"}[
         next(k for k in ("training-operator", "alpine", "curl") if k in image)] in text
+
+
+def test_your_own_dockerfile_builds_once_and_the_registry_takes_it_from_the_store_or_an_archive(engine, registry, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('trained by my own image')\n")
+    # The trainer's way of naming its base: python:3.11-slim where a registry serves it, else the base made here.
+    (project / "Dockerfile").write_text('ARG BASE=python:3.11-slim\nFROM ${BASE}\nWORKDIR /workspace\nCOPY train.py ./\n'
+                                        'USER 1000:1000\nENTRYPOINT ["python", "train.py"]\n')
+    tag = f"localhost/pytorchjob-kit-e2e/own-{os.getpid()}:1"
+    first = generator("image", "build", str(project), "-t", tag, "--quiet")
+    assert first.returncode == 0 and first.stdout == f"built: {tag}\n", first.stderr
+    again = generator("image", "build", str(project), "-t", tag, "--quiet")
+    assert again.stdout == f"up to date: {tag}\n"
+    assert engine.run("run", "--rm", "--read-only", tag).stdout == "trained by my own image\n"
+
+    loaded = generator("image", "load", tag)
+    assert loaded.returncode == 0 and loaded.stdout == f"holds {registry.address}/{tag}\n", loaded.stderr
+    assert registry.has(tag)
+    archive = tmp_path / "own.tar"
+    engine.run("save", "--format", "oci-archive", "-o", str(archive), tag)
+    refused = generator("image", "load", str(archive))
+    assert refused.returncode == 1 and "an archive names no image the registry could hold it as; add --as" in refused.stderr
+    name = f"registry.example.com/ml/own-{os.getpid()}:2"
+    loaded = generator("image", "load", str(archive), "--as", name)
+    assert loaded.returncode == 0 and registry.has(name), loaded.stderr
+    engine.run("rmi", tag)
+
+
+def test_a_dockerfile_that_fails_and_an_image_that_does_not_exist_are_named_with_the_fix(tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM localhost/pytorchjob-kit-e2e/no-such-base:1\n")
+    proc = generator("image", "build", str(tmp_path), "-t", "localhost/pytorchjob-kit-e2e/broken:1", "--quiet")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"error: building localhost/pytorchjob-kit-e2e/broken:1 from {tmp_path / 'Dockerfile'} failed" in proc.stderr
+    assert f"fix {tmp_path / 'Dockerfile'} (or what it needs) and run again" in proc.stderr
+    proc = generator("image", "load", "localhost/pytorchjob-kit-e2e/never-built:1")
+    assert proc.returncode == 1 and ("error: localhost/pytorchjob-kit-e2e/never-built:1: no such image in the "
+                                     "podman store, and no such file; build it first") in proc.stderr
