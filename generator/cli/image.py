@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import click
 
+# The trainer image's variants: cpu, gpu (CUDA), or auto (generator/images/trainer.py chooses).
+VARIANTS = ("auto", "cpu", "gpu")
+
 
 def _say(line: str) -> None:
     click.echo(line, err=True)
@@ -18,7 +21,7 @@ def command() -> None:
 @click.option("-t", "--tag", metavar="NAME:TAG", help="Your image's name (default: localhost/<DIRECTORY's name>:latest).")
 @click.option("-f", "--file", "dockerfile", metavar="FILE", help="Your Dockerfile (default: DIRECTORY/Dockerfile).")
 @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="A build argument; repeatable.")
-@click.option("--variant", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+@click.option("--variant", type=click.Choice(VARIANTS), default="auto", show_default=True,
               help="The trainer's torch: cpu from PyTorch's CPU wheel index (tag <version>), gpu the CUDA build from "
                    "PyPI (tag <version>-cuda); auto is cpu where that index answers, else gpu.")
 @click.option("--quiet", is_flag=True, help="Leave the engine's build output out.")
@@ -53,7 +56,7 @@ def registry_group() -> None:
 
 
 @registry_group.command("up")
-@click.option("--variant", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+@click.option("--variant", type=click.Choice(VARIANTS), default="auto", show_default=True,
               help="Which build of the trainer's image it holds (see `image build`).")
 @click.option("--quiet", is_flag=True, help="Leave the engines' build output out.")
 def registry_up(variant: str, quiet: bool) -> None:

@@ -25,6 +25,7 @@ from generator.controlplane import build, registry, trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
+from generator.images.registry import split
 
 NONROOT = "65532:65532"
 CURL_USER = "100:101"  # curlimages/curl's curl_user
@@ -84,7 +85,7 @@ def plan(images: dict[str, str]) -> list[Made]:
             repo_of[base.qualified(repo)] = binary
     out = []
     for image in images:
-        repo, _ = registry.split(image)
+        repo, _ = split(image)
         made = repo_of.get(repo)
         if made == "trainer":
             out.append(Made(image, "trainer"))

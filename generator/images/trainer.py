@@ -13,8 +13,6 @@ from generator.errors import UserError
 from generator.images import base, recipe
 from generator.images import engine as engine_
 
-VARIANTS = ("auto", "cpu", "gpu")
-
 
 def repository() -> str:
     return yaml.safe_load((paths.JOB_CHART / "values.yaml").read_text())["image"]["repository"]

@@ -160,3 +160,32 @@ def test_a_dockerfile_that_fails_and_an_image_that_does_not_exist_are_named_with
     proc = generator("image", "load", "localhost/pytorchjob-kit-e2e/never-built:1")
     assert proc.returncode == 1 and ("error: localhost/pytorchjob-kit-e2e/never-built:1: no such image in the "
                                      "podman store, and no such file; build it first") in proc.stderr
+
+
+def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entrypoint(engine, registry, tmp_path):
+    """A job that leaves `command` empty, as four of the six real-world references do, converts
+    once its image is in the registry: the command is read from the image and starts through torchrun."""
+    import yaml
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n")
+    (project / "Dockerfile").write_text('ARG BASE=python:3.11-slim\nFROM ${BASE}\nCOPY train.py /workspace/\n'
+                                        'ENTRYPOINT ["python", "/workspace/train.py"]\nCMD ["--epochs", "3"]\n')
+    image = f"registry.example.com/ml/entrypoint-{os.getpid()}:1"
+    container = {"name": "pytorch", "image": image}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "from-image"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                                                       "template": {"spec": {"containers": [container]}}}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    refused = generator("convert", str(tmp_path / "job.yaml"), "--to", "v2")
+    assert refused.returncode == 1 and "`python -m generator image load IMAGE`" in refused.stderr
+
+    assert generator("image", "build", str(project), "-t", image, "--quiet").returncode == 0
+    assert generator("image", "load", image).returncode == 0
+    proc = generator("convert", str(tmp_path / "job.yaml"), "--to", "v2", "--accept", "-o", str(tmp_path / "v2.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    trainjob = next(d for d in yaml.safe_load_all((tmp_path / "v2.yaml").read_text()) if d["kind"] == "TrainJob")
+    assert trainjob["spec"]["trainer"]["command"] == ["torchrun", "/workspace/train.py", "--epochs", "3"]
+    assert f"the command, python /workspace/train.py --epochs 3, is {image}'s own ENTRYPOINT and CMD" in proc.stdout
+    engine.run("rmi", image)
