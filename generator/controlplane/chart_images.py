@@ -167,9 +167,6 @@ def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
         if m.kind == "trainer":
             # Where only the CUDA build can be made here, it stands for the CPU one too (it runs on the CPU).
             local[m.name] = base.qualified(trainer_ref)
-            if local[m.name] != m.name and not m.name.endswith("-cuda"):
-                say(f"{m.name}: the CPU build cannot be made here; the registry holds the CUDA build {trainer_ref} "
-                    "under this name too (it runs on the CPU)")
         else:
             local[m.name] = _made(eng, m, binaries, say, show)
     return local
@@ -186,5 +183,7 @@ def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") ->
     with open(reg.root / ".seed.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two clusters coming up side by side push once
         for name, ref in local.items():
-            registry.push(reg, eng, ref, name, say)
+            if registry.push(reg, eng, ref, name, say) and ref != name and ref.endswith("-cuda"):
+                say(f"{name}: the CPU build cannot be made here; the registry holds the CUDA build {ref} under this "
+                    "name too (it runs on the CPU)")
     return [f"{reg.address}/{name}" for name in local]
