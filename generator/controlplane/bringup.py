@@ -25,11 +25,11 @@ class Step:
 
 
 def image_registry(sup: Supervisor) -> None:
-    """The machine's registry, which every cluster here shares and `cluster down` leaves running:
-    started unless it runs, and given what it lacks of the images `cluster up` made beforehand."""
-    from generator.controlplane import chart_images, registry
+    """The machine's registry, which every cluster here shares and `cluster down` leaves running,
+    started unless it runs (`cluster up` gave it its images before the bring-up)."""
+    from generator.controlplane import registry
 
-    chart_images.seed(registry.start(say=print), say=print)
+    registry.start(say=print)
 
 
 def pod_network(sup: Supervisor) -> None:

@@ -95,9 +95,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     except network.NetworkError as exc:
         raise UserError(str(exc)) from None
     build.ensure(say)
-    from generator.controlplane import chart_images
+    from generator.controlplane import chart_images, registry
 
-    chart_images.prepare(say)  # the registry's images, made once per machine like the binaries: before the timeout
+    # The registry's images, made once per machine like the binaries, and pushed: before the timeout.
+    chart_images.seed(registry.start(say=say), say=say)
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:
