@@ -126,9 +126,8 @@ DOCKERFILES = {
 
 
 def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show) -> str:
-    """The local name of the image `made` stands for, built now if the store lacks it up to date."""
-    if made.kind == "trainer":
-        return ""  # built by images.trainer, with its variant
+    """The local name of the image `made` stands for (not the trainer's: images/trainer.py builds
+    that, with its variant), built now if the store lacks it up to date."""
     dockerfile_text = DOCKERFILES[made.kind]
     args: dict[str, str] = {}
     stamp = dockerfile_text

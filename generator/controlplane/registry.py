@@ -17,7 +17,6 @@ import signal
 import subprocess
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 from generator.container import ports
@@ -130,7 +129,8 @@ def stop(reg: Registry | None = None) -> int | None:
             time.sleep(0.2)
         if processes.pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
-    _save(reg, pid=None) if reg.state.exists() else None
+    if reg.state.exists():
+        _save(reg, pid=None)
     return pid
 
 
