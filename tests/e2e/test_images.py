@@ -52,6 +52,16 @@ def trainer_image(registry, engine):
     return proc.stdout.strip().split(": ", 1)[1]
 
 
+def forget(registry, name: str) -> None:
+    """A test's image out of the machine's registry again (its storage is shared by every run)."""
+    from generator.images.registry import split
+
+    digest = registry.has(name)
+    if digest:
+        repo, _ = split(name)
+        assert registry.request(f"/v2/{repo}/manifests/{digest}", method="DELETE")[0] == 202
+
+
 def test_the_trainer_image_trains_as_uid_1000_on_a_read_only_root_with_its_output_on_a_volume(engine, trainer_image,
                                                                                               tmp_path):
     config = json.loads(engine.run("image", "inspect", trainer_image).stdout)[0]["Config"]
@@ -148,6 +158,9 @@ def test_your_own_dockerfile_builds_once_and_the_registry_takes_it_from_the_stor
     loaded = generator("image", "load", str(archive), "--as", name)
     assert loaded.returncode == 0 and registry.has(name), loaded.stderr
     engine.run("rmi", tag)
+    forget(registry, tag)
+    forget(registry, name)
+    assert not registry.has(name)
 
 
 def test_a_dockerfile_that_fails_and_an_image_that_does_not_exist_are_named_with_the_fix(tmp_path):
@@ -188,3 +201,4 @@ def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entryp
     assert trainjob["spec"]["trainer"]["command"] == ["torchrun", "/workspace/train.py", "--epochs", "3"]
     assert f"the command, python /workspace/train.py --epochs 3, is {image}'s own ENTRYPOINT and CMD" in proc.stdout
     engine.run("rmi", image)
+    forget(registry, image)
