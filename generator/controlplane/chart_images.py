@@ -160,12 +160,16 @@ def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
     made = plan(named())
     eng = engine_.get(say)
     binaries = build.ensure(say, groups=sorted({build.group_of(m.binary) for m in made if m.binary}))
-    trainer_ref, _ = trainer.build(variant, say, show)
+    builds: dict[str, str] = {}  # variant asked -> the trainer's image built for it
     local: dict[str, str] = {}
     for m in made:
         if m.kind == "trainer":
-            # Where only the CUDA build can be made here, it stands for the CPU one too (it runs on the CPU).
-            local[m.name] = base.qualified(trainer_ref)
+            # The CUDA name holds the CUDA build alone; the CPU one holds `variant`'s build, which is the CUDA
+            # build where only that can be made here (it runs on the CPU too).
+            wanted = "gpu" if m.name.endswith("-cuda") else variant
+            if wanted not in builds:
+                builds[wanted] = base.qualified(trainer.build(wanted, say, show)[0])
+            local[m.name] = builds[wanted]
         else:
             local[m.name] = _made(eng, m, binaries, say, show)
     return local
