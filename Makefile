@@ -3,10 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
-IMAGE ?= ghcr.io/pytorchjob-kit/trainer
-VARIANT ?= cpu
-# The chart's appVersion tags the image: <version> for the CPU build, <version>-cuda for the GPU one.
-VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/pytorchjob/Chart.yaml)
+# The trainer image's torch: cpu (PyTorch's CPU wheel index), gpu (the CUDA build from PyPI), or auto:
+# cpu where that index answers, else gpu.
+VARIANT ?= auto
 
 # Test workers for `make test`: one per core by default; TEST_JOBS=1 runs the suite in one process.
 TEST_JOBS ?= auto
@@ -38,6 +37,7 @@ test-slow: venv
 # The end-to-end suite on a real control plane; the first run on a machine builds it from Go modules.
 e2e: venv $(VENV)/kubeflow-sdk/bin/python
 	$(PY) -m generator cluster build
+	$(PY) -m generator image registry up --quiet
 	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python \
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
@@ -84,8 +84,11 @@ $(VENV)/torchx/bin/torchx:
 	$(PYTHON) -m venv $(VENV)/torchx
 	$(VENV)/torchx/bin/pip install --quiet torchx kubernetes
 
-image:
-	docker build -f trainer/Dockerfile --build-arg VARIANT=$(VARIANT) -t $(IMAGE):$(VERSION)$(if $(filter gpu,$(VARIANT)),-cuda,) .
+# The trainer's image, named as the job chart names it (<version>, or <version>-cuda for the CUDA
+# build): with Docker where its engine answers, else podman; built once per machine, then reused
+# until trainer/Dockerfile or what it copies changes.
+image: venv
+	$(PY) -m generator image build --variant $(VARIANT)
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info .pytest_cache .hypothesis

@@ -21,7 +21,7 @@ from generator.errors import UserError
 COMMANDS = {
     "values": "values", "validate": "validate", "import": "import_", "convert": "convert", "render": "render", "run": "run",
     "submit": "submit", "status": "status", "diagnose": "diagnose", "logs": "logs", "wait": "wait", "delete": "delete",
-    "cluster": "cluster",
+    "cluster": "cluster", "image": "image",
 }
 
 # The status a shell reports for a command that SIGPIPE ended: what `cmd | head` gives of Unix tools.

@@ -24,6 +24,14 @@ class Step:
     run: Callable[[Supervisor], None]
 
 
+def image_registry(sup: Supervisor) -> None:
+    """The machine's registry, which every cluster here shares and `cluster down` leaves running,
+    started unless it runs (`cluster up` gave it its images before the bring-up)."""
+    from generator.controlplane import registry
+
+    registry.start(say=print)
+
+
 def pod_network(sup: Supervisor) -> None:
     with network.choosing():
         sup.network = network.PodNetwork.for_cluster(sup.layout.root)
@@ -107,7 +115,7 @@ def releases_ready(sup: Supervisor) -> None:
         trainer_release_.wait_ready(sup.layout, sup.children["kubelet"])
 
 
-STEPS = [Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
+STEPS = [Step("image registry", image_registry), Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
          Step("kube-apiserver", kube_apiserver), Step("kube-controller-manager", kube_controller_manager),
          Step("kube-scheduler", kube_scheduler), Step("node", node), Step("default storage", default_storage),
          Step("operator release", operator_release), Step("trainer release", trainer_release),

@@ -41,7 +41,13 @@ TRAINER_BINARY = "trainer-controller-manager"
 JOBSET_MODULE_DIR = Path(__file__).parent / "jobset"
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 JOBSET_BINARY = "jobset"
-BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY]
+# The OCI registry that holds this machine's images (controlplane/registry.py): distribution's, the
+# registry most clusters' mirrors run.
+REGISTRY_MODULE = "github.com/distribution/distribution/v3"
+REGISTRY_VERSION = "v3.0.0"
+REGISTRY_PACKAGE = f"{REGISTRY_MODULE}/cmd/registry"
+REGISTRY_BINARY = "registry"
+BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY, REGISTRY_BINARY]
 # Written last into a group's folder: a folder without it is an interrupted build.
 COMPLETE = ".complete"
 
@@ -104,6 +110,7 @@ GROUPS = {
     "helm": ([HELM_BINARY], lambda: f"{HELM_PACKAGE}@{HELM_VERSION}"),
     "trainer": ([TRAINER_BINARY], lambda: f"{TRAINER_PACKAGE}@{TRAINER_VERSION}"),
     "jobset": ([JOBSET_BINARY], _jobset_stamp),
+    "registry": ([REGISTRY_BINARY], lambda: f"{REGISTRY_PACKAGE}@{REGISTRY_VERSION}"),
 }
 
 
@@ -130,10 +137,11 @@ def missing() -> list[str]:
     return [name for group in GROUPS if not _built(group) for name in GROUPS[group][0]]
 
 
-def ensure(say=print) -> dict[str, Path]:
-    """Build what is missing; return each binary's path. Concurrent callers (two clones, a CI job
-    beside a developer) wait for one another on a lock per group instead of building twice."""
-    todo = [g for g in GROUPS if not _built(g)]
+def ensure(say=print, groups: list[str] | None = None) -> dict[str, Path]:
+    """Build what is missing (of `groups`, else of all); return each binary's path. Concurrent
+    callers (two clones, a CI job beside a developer) wait for one another on a lock per group
+    instead of building twice."""
+    todo = [g for g in (groups or GROUPS) if not _built(g)]
     if todo and not shutil.which("go"):
         raise UserError("the local control plane is built from Go modules and `go` is not on PATH; install Go 1.26 "
                         "(https://go.dev/dl/) and run again")

@@ -96,6 +96,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         raise UserError(str(exc)) from None
     layout.create()  # first: only the user's own cluster folder has its leftovers removed
     build.ensure(say)
+    from generator.controlplane import chart_images, registry
+
+    # The registry's images, made once per machine like the binaries, and pushed: before the timeout.
+    chart_images.seed(registry.start(say=say), say=say)
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:

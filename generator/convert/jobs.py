@@ -177,11 +177,17 @@ def convert_job(job: dict, source: str) -> Conversion:
     command = list(main.get("command") or [])
     if not command:
         if programs.repository(main.get("image", "")) != trainer.repository:
-            return out.refuse([Finding(f"{MAIN}.command", "is empty, so the image's own ENTRYPOINT runs, which this tool "
-                                       "cannot see; Trainer v2 must start the program through torchrun", None,
-                                       "write the command into the job (e.g. [python, /workspace/train.py], as the "
-                                       "image's ENTRYPOINT has it), then convert again")])
-        command = list(trainer.entrypoint)
+            command, why = _image_command(main)
+            if not command:
+                return out.refuse([Finding(f"{MAIN}.command", "is empty, so the image's own ENTRYPOINT runs, which this "
+                                           f"tool cannot see{why}; Trainer v2 must start the program through torchrun",
+                                           None, "write the command into the job (e.g. [python, /workspace/train.py], as "
+                                           "the image's ENTRYPOINT has it), or put the image into the registry on this "
+                                           "machine (`python -m generator image load IMAGE`), then convert again")])
+            notes.append(f"the command, {shlex.join(command)}, is {main['image']}'s own ENTRYPOINT"
+                         f"{'' if main.get('args') else ' and CMD'}, read from the registry on this machine")
+        else:
+            command = list(trainer.entrypoint)
     try:
         v2_command, how = launch.through_torchrun(command)
     except launch.OldLauncher:
@@ -283,6 +289,23 @@ def _cleaned(objects: list[dict], drop_namespace: bool) -> list[dict]:
             if not template["metadata"]:
                 template.pop("metadata")
     return sorted(objects, key=kinds.TRAINJOB.owns)  # stable: the rest keep their order
+
+
+def _image_command(container: dict) -> tuple[list[str], str]:
+    """(what a container that sets no command runs, '') read from its image's config in the
+    registry on this machine; ([], why not) when the registry does not hold the image or could not
+    be read (neither running nor holding it says nothing: the fix names the registry)."""
+    from generator.images import base, registry
+
+    image = container.get("image") or ""
+    try:
+        config = registry.image_config(registry.default(), base.qualified(image))
+    except (UserError, OSError, ValueError, KeyError) as exc:
+        return [], f" (reading {image} from the registry on this machine failed: {exc})"
+    if config is None or not (config.entrypoint or config.cmd):
+        return [], ""
+    # Kubernetes' rule: args replace the image's CMD, and stay the job's args.
+    return [*config.entrypoint, *([] if container.get("args") else config.cmd)], ""
 
 
 def _launch(out: Conversion, command: list[str], main: dict, how: str, v1_env: dict, notes: list[str]) -> list[Change]:

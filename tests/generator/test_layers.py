@@ -10,7 +10,7 @@ from pathlib import Path
 from generator import paths
 
 PACKAGE_ROOT = paths.ROOT / "generator"
-PACKAGES = ("local", "controlplane", "container", "job", "cluster", "diagnose", "cli", "kinds", "convert")
+PACKAGES = ("local", "controlplane", "container", "job", "cluster", "diagnose", "cli", "kinds", "convert", "images")
 APART = {("local", "controlplane"), ("controlplane", "local")}  # the container package sits between them
 
 
@@ -85,6 +85,15 @@ def test_run_and_the_control_plane_meet_only_in_the_container_runtime():
     crossing = {pair: where for pair, where in graph.items() if pair in APART}
     assert not crossing, f"local/ and controlplane/ import each other: {crossing}; move what both need to generator/container/"
     assert ("local", "container") in graph and ("controlplane", "container") in graph
+
+
+def test_images_build_without_the_control_plane_or_the_runners():
+    """generator/images/ is what builds images, for `make image` and a user's own; the registry and
+    the charts' images (controlplane/) use it, never the other way round."""
+    graph = edges()
+    reaching = {pair: where for pair, where in graph.items() if pair[0] == "images"}
+    assert not reaching, f"generator/images/ imports other packages: {reaching}"
+    assert ("controlplane", "images") in graph
 
 
 def test_the_checks_catch_a_cycle_and_a_crossing(tmp_path):

@@ -131,7 +131,7 @@ def test_the_operator_install_is_helm_install_of_the_chart_against_this_cluster(
 
 def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_without_an_operator():
     names = [s.name for s in bringup.steps(with_operator=True)]
-    assert names == ["pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
+    assert names == ["image registry", "pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
                      "kube-scheduler", "node", "default storage", "operator release", "releases ready"]
     assert [s.name for s in bringup.steps(with_operator=False)] == names[:-2]
 

@@ -1,0 +1,108 @@
+"""`image build`: real images built on this machine (Docker, else podman), once per machine."""
+from __future__ import annotations
+
+import click
+
+# The trainer image's variants: cpu, gpu (CUDA), or auto (generator/images/trainer.py chooses).
+VARIANTS = ("auto", "cpu", "gpu")
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@click.group("image")
+def command() -> None:
+    """Real OCI images built here: Docker where its engine answers, else podman (installed from Debian's packages when missing)."""
+
+
+@command.command("build")
+@click.argument("directory", required=False, type=click.Path(file_okay=False, exists=True))
+@click.option("-t", "--tag", metavar="NAME:TAG", help="Your image's name (default: localhost/<DIRECTORY's name>:latest).")
+@click.option("-f", "--file", "dockerfile", metavar="FILE", help="Your Dockerfile (default: DIRECTORY/Dockerfile).")
+@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="A build argument; repeatable.")
+@click.option("--variant", type=click.Choice(VARIANTS), default="auto", show_default=True,
+              help="The trainer's torch: cpu from PyTorch's CPU wheel index (tag <version>), gpu the CUDA build from "
+                   "PyPI (tag <version>-cuda); auto is cpu where that index answers, else gpu.")
+@click.option("--quiet", is_flag=True, help="Leave the engine's build output out.")
+def build(directory, tag, dockerfile, build_args, variant: str, quiet: bool) -> None:
+    """Build the trainer's image (trainer/Dockerfile), or with DIRECTORY your own Dockerfile's, into the
+    engine's local store, once per machine; later calls find it up to date until the Dockerfile,
+    the files it copies or its base change."""
+    show = None if quiet else _say
+    if directory is None and (tag or dockerfile or build_args):
+        raise click.UsageError("-t, -f and --build-arg are for your own image: give its DIRECTORY")
+    if directory is not None:
+        from generator.images import user
+
+        args = {}
+        for item in build_args:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise click.BadParameter(f"{item!r}: write KEY=VALUE", param_hint="--build-arg")
+            args[key] = value
+        ref, built = user.build(directory, tag, dockerfile, args, say=_say, show=show)
+        click.echo(f"{'built' if built else 'up to date'}: {ref}")
+        return
+    from generator.images import trainer
+
+    ref, built = trainer.build(variant, say=_say, show=show)
+    click.echo(f"{'built' if built else 'up to date'}: {ref}")
+
+
+@command.group("registry")
+def registry_group() -> None:
+    """The OCI registry on this machine (loopback, mutual TLS) that holds the trainer's image and every image the charts name."""
+
+
+@registry_group.command("up")
+@click.option("--variant", type=click.Choice(VARIANTS), default="auto", show_default=True,
+              help="Which build of the trainer's image it holds (see `image build`).")
+@click.option("--quiet", is_flag=True, help="Leave the engines' build output out.")
+def registry_up(variant: str, quiet: bool) -> None:
+    """Start the registry (unless it runs), build what it lacks once per machine, push it; list what it holds."""
+    from generator.controlplane import chart_images, registry
+
+    reg = registry.start(say=_say)
+    for name in chart_images.seed(reg, say=_say, show=None if quiet else _say, variant=variant):
+        click.echo(f"holds {name}")
+    click.echo(f"registry: {reg.address} (client certificate folder: {reg.certs})")
+
+
+@registry_group.command("status")
+def registry_status() -> None:
+    """Where the registry listens and what it holds."""
+    from generator.controlplane import registry
+
+    reg = registry.default()
+    if not reg.address:
+        click.echo(f"registry in {reg.root}: stopped")
+        return
+    click.echo(f"registry in {reg.root}: serving on {reg.address} (pid {reg.pid()}), client certificate folder {reg.certs}")
+    for name in reg.catalog():
+        click.echo(f"holds {reg.address}/{name}")
+
+
+@registry_group.command("down")
+def registry_down() -> None:
+    """Stop the registry; what it holds stays for its next start."""
+    from generator.controlplane import registry
+
+    pid = registry.stop()
+    click.echo(f"stopped: registry (pid {pid})" if pid else "the registry was not running")
+
+
+@command.command("load")
+@click.argument("image")
+@click.option("--as", "name", metavar="REPOSITORY:TAG", help="The name the registry holds it under (default: its own; "
+              "required for an archive).")
+def load(image: str, name: str | None) -> None:
+    """Put IMAGE, from the local store or an image archive (OCI, or `docker save`'s), into the registry
+    on this machine, starting it if needed: what `kind load` does for a kind cluster."""
+    from generator.controlplane import registry
+    from generator.images import engine
+
+    eng = engine.get(_say)
+    engine.install(["skopeo"], _say)
+    reg = registry.start(say=_say)
+    click.echo(f"holds {reg.address}/{registry.load(reg, eng, image, name, say=_say)}")

@@ -1,0 +1,192 @@
+"""Every image the charts name, made on this machine and pushed into the local registry under its
+upstream name, so the charts install unchanged from it:
+
+- the trainer's image (trainer/Dockerfile, generator/images/trainer.py);
+- the controllers (training-operator, Kubeflow Trainer's, JobSet's) from the binaries `cluster
+  build` makes, FROM scratch with /manager as upstream's images have it, as the distroless
+  `nonroot` user (65532) that Trainer's and JobSet's images run as and the operator chart sets;
+- alpine (the operator's init container, `nslookup`; Trainer's runtimes installer) as Debian's
+  static busybox with its applets;
+- curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl.
+
+The names come from rendering the charts with their default values (Trainer's with the values
+`cluster up --trainer` installs it with), never from a list kept here."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import helm, paths
+from generator.controlplane import build, registry, trainer_release
+from generator.errors import UserError
+from generator.images import base, recipe, trainer
+from generator.images import engine as engine_
+from generator.images.registry import split
+
+NONROOT = "65532:65532"
+CURL_USER = "100:101"  # curlimages/curl's curl_user
+
+
+def _images(objects) -> list[str]:
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("containers", "initContainers") and isinstance(value, list):
+                    found.extend(c["image"] for c in value if isinstance(c, dict) and c.get("image"))
+                    for c in value:
+                        found.extend(a.split("=", 1)[1] for a in (c.get("args") or []) + (c.get("command") or [])
+                                     if isinstance(a, str) and a.startswith("--pytorch-init-container-image="))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(objects)
+    return found
+
+
+def named() -> dict[str, str]:
+    """image -> the chart that names it, as the charts render with their defaults."""
+    out: dict[str, str] = {}
+    for chart, values in ((paths.OPERATOR_CHART, {}), (paths.JOB_CHART, {}), (paths.JOB_CHART, {"resources": {"gpus": 1}})):
+        for image in _images(helm.render_objects(chart, values)):
+            out.setdefault(base.qualified(image), chart.name)
+    with tempfile.TemporaryDirectory() as tmp:  # Trainer's chart as `cluster up --trainer` installs it
+        chart = trainer_release.stage(Path(tmp))
+        for image in _images(helm.render_objects(chart, trainer_release.VALUES, trainer_release.RELEASE,
+                                                 trainer_release.NAMESPACE)):
+            out.setdefault(base.qualified(image), chart.name)
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class Made:
+    """How one named image is made here."""
+    name: str
+    kind: str  # trainer, binary, busybox or curl
+    binary: str = ""  # kind binary: which built binary is its /manager
+
+
+def plan(images: dict[str, str]) -> list[Made]:
+    from generator.container import programs
+
+    repo_of = {base.qualified(trainer.repository()): "trainer",
+               base.qualified(programs.repository(programs.of("operator").repository)): build.OPERATOR_BINARY}
+    for role, repo in trainer_release.images().items():
+        binary = {"trainer-controller": build.TRAINER_BINARY, "jobset": build.JOBSET_BINARY}.get(role)
+        if binary:
+            repo_of[base.qualified(repo)] = binary
+    out = []
+    for image in images:
+        repo, _ = split(image)
+        made = repo_of.get(repo)
+        if made == "trainer":
+            out.append(Made(image, "trainer"))
+        elif made:
+            out.append(Made(image, "binary", made))
+        elif repo == "docker.io/library/alpine":
+            out.append(Made(image, "busybox"))
+        elif repo == "docker.io/curlimages/curl":
+            out.append(Made(image, "curl"))
+        else:
+            raise UserError(f"{image}, which the chart {images[image]} names, has no recipe here: say how it is made "
+                            f"in {Path(__file__).relative_to(paths.ROOT)}")
+    return out
+
+
+def _binary_rootfs(binary: Path, into: Path) -> None:
+    """/manager and what it loads (a cgo build links glibc), and a /tmp anyone may write to."""
+    root = into / "rootfs"
+    (root / "tmp").mkdir(parents=True)
+    (root / "tmp").chmod(0o1777)
+    shutil.copy2(binary, root / "manager")
+    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    for line in ldd.stdout.splitlines() if ldd.returncode == 0 else []:
+        for word in line.split():
+            if word.startswith("/") and Path(word).is_file():
+                target = root / word.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(word).resolve(), target)
+
+
+DOCKERFILES = {
+    "binary": f'FROM scratch\nCOPY rootfs/ /\nUSER {NONROOT}\nENTRYPOINT ["/manager"]\n',
+    # busybox's applets as links beside it: sh, nslookup, wget, ... as alpine's /bin has them.
+    "busybox": 'FROM scratch\nCOPY rootfs/ /\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nCMD ["/bin/sh"]\n',
+    "curl": 'ARG BASE\nFROM ${BASE}\nRUN apt-get update && apt-get install -y --no-install-recommends curl '
+            f'&& rm -rf /var/lib/apt/lists/*\nUSER {CURL_USER}\nENTRYPOINT ["curl"]\n',
+}
+
+
+def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show) -> str:
+    """The local name of the image `made` stands for (not the trainer's: images/trainer.py builds
+    that, with its variant), built now if the store lacks it up to date."""
+    dockerfile_text = DOCKERFILES[made.kind]
+    args: dict[str, str] = {}
+    stamp = dockerfile_text
+    if made.kind == "binary":
+        stamp += str(binaries[made.binary])  # its folder is named by a hash of what it is built from
+    elif made.kind == "busybox":
+        engine_.install(["busybox"], say)
+        stamp += hashlib.sha256(Path(shutil.which("busybox")).read_bytes()).hexdigest()
+    else:
+        args["BASE"] = base.ensure(eng, say, show)
+        stamp += eng.image_id(args["BASE"]) or ""
+    with tempfile.TemporaryDirectory(dir=engine_.folder(), prefix=".context-") as tmp:
+        context = Path(tmp)
+        (context / "Dockerfile").write_text(dockerfile_text)
+        job = recipe.Recipe(made.name, context / "Dockerfile", context, args, stamp=stamp)
+        if recipe.current(eng, job):
+            return made.name
+        if made.kind == "binary":
+            _binary_rootfs(binaries[made.binary], context)
+        elif made.kind == "busybox":
+            (context / "rootfs" / "bin").mkdir(parents=True)
+            shutil.copy2(shutil.which("busybox"), context / "rootfs" / "bin" / "busybox")
+        say(f"building {made.name} ({made.kind}) with {eng.name}")
+        recipe.ensure(eng, job, show=show)
+    return made.name
+
+
+def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
+    """Each image the charts name, made here once per machine: name -> its local image."""
+    made = plan(named())
+    eng = engine_.get(say)
+    binaries = build.ensure(say, groups=sorted({build.group_of(m.binary) for m in made if m.binary}))
+    builds: dict[str, str] = {}  # variant asked -> the trainer's image built for it
+    local: dict[str, str] = {}
+    for m in made:
+        if m.kind == "trainer":
+            # The CUDA name holds the CUDA build alone; the CPU one holds `variant`'s build, which is the CUDA
+            # build where only that can be made here (it runs on the CPU too).
+            wanted = "gpu" if m.name.endswith("-cuda") else variant
+            if wanted not in builds:
+                builds[wanted] = base.qualified(trainer.build(wanted, say, show)[0])
+            local[m.name] = builds[wanted]
+        else:
+            local[m.name] = _made(eng, m, binaries, say, show)
+    return local
+
+
+def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") -> list[str]:
+    """Make what the registry should hold (once per machine) and push what it lacks; the names it
+    holds, as `address/name`."""
+    import fcntl
+
+    local = prepare(say, show, variant)
+    eng = engine_.get(say)
+    engine_.install(["skopeo"], say)
+    with open(reg.root / ".seed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two clusters coming up side by side push once
+        for name, ref in local.items():
+            if registry.push(reg, eng, ref, name, say) and ref != name and ref.endswith("-cuda"):
+                say(f"{name}: the CPU build cannot be made here; the registry holds the CUDA build {ref} under this "
+                    "name too (it runs on the CPU)")
+    return [f"{reg.address}/{name}" for name in local]

@@ -1,0 +1,208 @@
+"""A real OCI registry on this machine (distribution's `registry`, built from the Go module proxy
+with the control plane), one per user and machine, that holds the trainer's image and every
+image the charts name, each under its full upstream name (`ghcr.io/kubeflow/...`,
+`docker.io/library/alpine:3.10`), so a mirror of those registries can point at it unchanged.
+
+The machine is shared, so the registry listens on loopback alone and answers only TLS clients
+that present its client certificate (mutual TLS, as etcd here): another user of the machine can
+connect, but reads nothing. Its folder in the user's cache (0700) holds the storage, the keys
+and the log. It is started by `cluster up` and by `generator image registry up`, and outlives
+clusters (two clusters side by side share it); `image registry down` stops it."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+import urllib.error
+from pathlib import Path
+
+from generator.container import ports
+from generator.controlplane import build, pki, processes
+from generator.controlplane.layout import MARKER
+from generator.errors import UserError
+from generator.images.registry import Registry, default
+
+
+def _files(reg: Registry) -> None:
+    """The folder (0700), the certificates, and the registry's configuration for a free port."""
+    reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    reg.root.chmod(0o700)
+    ca = pki.Authority(reg.pki)
+    server_crt, server_key = ca.issue("server", "pytorchjob-kit-registry", server=True, names=["localhost"],
+                                      ips=["127.0.0.1"])
+    client_crt, client_key = ca.issue("client", "pytorchjob-kit-registry-client")
+    reg.certs.mkdir(exist_ok=True, mode=0o700)
+    for source, target in ((ca.cert_path, "ca.crt"), (client_crt, "client.cert"), (client_key, "client.key")):
+        fd = os.open(reg.certs / target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(source.read_bytes())
+    previous = reg.read_state().get("port")
+    port = previous if previous and _free(previous) else ports.free_port()
+    secret = reg.read_state().get("secret") or secrets.token_hex(32)
+    config = {
+        "version": 0.1,
+        "log": {"level": "info", "accesslog": {"disabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(reg.storage)}, "delete": {"enabled": True}},
+        "http": {"addr": f"127.0.0.1:{port}", "secret": secret, "draintimeout": "5s",
+                 "tls": {"certificate": str(server_crt), "key": str(server_key), "clientcas": [str(ca.cert_path)],
+                         "clientauth": "require-and-verify-client-cert"}},
+    }
+    fd = os.open(reg.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # it holds the secret
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, 0o600)
+        out.write(json.dumps(config, indent=2))  # YAML is a superset of JSON
+    _save(reg, port=port, secret=secret, pid=None)
+
+
+def _free(port: int) -> bool:
+    """Whether loopback's `port` can be taken (the registry keeps its port across restarts when it can)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _save(reg: Registry, **fields) -> None:
+    current = {**reg.read_state(), **fields}
+    tmp = reg.state.with_suffix(f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(current))
+    tmp.replace(reg.state)
+
+
+def start(reg: Registry | None = None, say=print) -> Registry:
+    """The registry running, started now unless it runs already; the binary built first if missing."""
+    import fcntl
+
+    reg = reg or default()
+    if reg.pid():
+        return reg
+    binary = build.ensure(say, groups=["registry"])[build.REGISTRY_BINARY]
+    reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(reg.root / ".start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if reg.pid():
+            return reg
+        _files(reg)
+        # Its own session, and none of a cluster's marker: `cluster down` stops what a cluster
+        # started, and the registry serves every cluster of the machine.
+        env = {k: v for k, v in os.environ.items() if k != MARKER}
+        env["OTEL_TRACES_EXPORTER"] = "none"  # else it sends traces to a collector on localhost:4318
+        fd = os.open(reg.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            proc = subprocess.Popen([str(binary), "serve", str(reg.config)], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=reg.root, env=env)
+        _save(reg, pid=proc.pid)
+        port = reg.read_state()["port"]
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                break
+            try:
+                if reg.request("/v2/", address=f"127.0.0.1:{port}")[0] == 200:
+                    say(f"registry serving on 127.0.0.1:{port} (mutual TLS; its client certificate in {reg.certs})")
+                    return reg
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        proc.kill()
+        tail = "\n".join(reg.log.read_text(errors="replace").strip().splitlines()[-10:])
+        raise UserError(f"the registry did not start on 127.0.0.1:{port}:\n{tail}\nits log is {reg.log}")
+
+
+def stop(reg: Registry | None = None) -> int | None:
+    """Stop the registry; its process id when it ran. Its storage stays."""
+    reg = reg or default()
+    pid = reg.pid()
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + 15
+        while processes.pid_alive(pid) and time.monotonic() < end:
+            time.sleep(0.2)
+        if processes.pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if reg.state.exists():
+        _save(reg, pid=None)
+    return pid
+
+
+def _pushed(reg: Registry) -> Path:
+    return reg.root / "pushed.json"
+
+
+def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
+    """Copy the local image `local` into the registry as `name` (its upstream name, with tag),
+    unless the registry holds it already as pushed from that image; True when it copied now."""
+    from generator.images import engine as engine_
+
+    image_id = eng.image_id(local)
+    if not image_id:
+        raise UserError(f"{local}: no such image in the {eng.name} store; build it first (`python -m generator image "
+                        "build` for the trainer's)")
+    try:
+        pushed = json.loads(_pushed(reg).read_text())
+    except (OSError, ValueError):
+        pushed = {}
+    if pushed.get(name) == image_id and reg.has(name):
+        return False
+    say(f"pushing {local} to {reg.address}/{name}")
+    engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), f"{eng.transport}{local}",
+                    f"docker://{reg.address}/{name}"], f"pushing {local} to the registry at {reg.address}",
+                   f"the registry's log is {reg.log}", env=eng.environ(), nice=False)
+    pushed[name] = image_id
+    tmp = _pushed(reg).with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(pushed, indent=1, sort_keys=True))
+    tmp.replace(_pushed(reg))
+    return True
+
+
+def archive_transport(path: Path) -> str:
+    """skopeo's transport for an image archive: an OCI layout's, or `docker save`'s and `podman save`'s."""
+    import tarfile
+
+    try:
+        with tarfile.open(path) as tar:
+            names = {m.name.removeprefix("./") for m in tar.getmembers()[:200]}
+    except (tarfile.TarError, OSError) as exc:
+        raise UserError(f"{path}: not an image archive ({exc}); give an image of the local store, an OCI archive, or "
+                        "what `docker save` / `podman save` writes") from None
+    if "oci-layout" in names:
+        return "oci-archive:"
+    if "manifest.json" in names:
+        return "docker-archive:"
+    raise UserError(f"{path}: a tar file without oci-layout or manifest.json, so no image archive; give an image of the "
+                    "local store, an OCI archive, or what `docker save` / `podman save` writes")
+
+
+def load(reg: Registry, eng, image: str, name: str | None = None, say=print) -> str:
+    """Put `image` (a name in the local store, or an archive file) into the registry, under `name`
+    (default: the image's own name, Docker Hub's written out); the name it is held under."""
+    from generator.images import base
+    from generator.images import engine as engine_
+
+    path = Path(image)
+    if path.is_file():
+        transport = archive_transport(path)
+        if not name:
+            raise UserError(f"{image}: an archive names no image the registry could hold it as; add --as "
+                            "REPOSITORY:TAG (for example --as registry.example.com/ml/trainer:1.0)")
+        target = base.qualified(name)
+        say(f"pushing {image} to {reg.address}/{target}")
+        engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), f"{transport}{path}",
+                        f"docker://{reg.address}/{target}"], f"pushing {image} to the registry at {reg.address}",
+                       f"the registry's log is {reg.log}", nice=False)
+        return target
+    if not eng.image_id(image):
+        raise UserError(f"{image}: no such image in the {eng.name} store, and no such file; build it first "
+                        "(`python -m generator image build DIR -t NAME`), or give an archive file")
+    target = base.qualified(name or image)
+    push(reg, eng, image, target, say)
+    return target

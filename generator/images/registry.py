@@ -1,0 +1,158 @@
+"""The registry on this machine as its clients see it: where its folder, address and client
+certificate are, and what it holds, down to an image's own ENTRYPOINT, CMD, WORKDIR and USER.
+Starting and stopping it, and pushing into it, are controlplane/registry.py's."""
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import paths
+from generator.errors import UserError
+
+MANIFEST_TYPES = ", ".join([
+    "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.docker.distribution.manifest.list.v2+json"])
+
+
+@dataclass(frozen=True)
+class Registry:
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def certs(self) -> Path:
+        """A client's certificate folder as podman and skopeo read one (`--cert-dir`): the CA as
+        ca.crt, the client's pair as client.cert and client.key."""
+        return self.root / "certs.d"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yml"
+
+    @property
+    def storage(self) -> Path:
+        return self.root / "storage"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "registry.log"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    def read_state(self) -> dict:
+        try:
+            return json.loads(self.state.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def address(self) -> str:
+        """host:port of the running registry, '' when none runs."""
+        current = self.read_state()
+        return f"127.0.0.1:{current['port']}" if current.get("port") and self.pid() else ""
+
+    def pid(self) -> int | None:
+        """The registry's process id when it runs (a recorded id reused by another process is not it)."""
+        pid = self.read_state().get("pid")
+        if not pid or not Path(f"/proc/{pid}").exists():
+            return None
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return None
+        return pid if str(self.config) in argv else None
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        context.load_cert_chain(str(self.certs / "client.cert"), str(self.certs / "client.key"))
+        return context
+
+    def request(self, path: str, method: str = "GET", address: str = "") -> tuple[int, bytes, dict]:
+        """(status, body, headers) of a request to the registry's API, as its client."""
+        req = urllib.request.Request(f"https://{address or self.address}{path}", method=method,
+                                     headers={"Accept": MANIFEST_TYPES})
+        try:
+            with urllib.request.urlopen(req, context=self.context(), timeout=10) as resp:
+                return resp.status, resp.read(), dict(resp.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+    def has(self, name: str) -> str:
+        """The digest the registry holds for the image `name` (repository:tag), '' when none."""
+        repo, tag = split(name)
+        status, _, headers = self.request(f"/v2/{repo}/manifests/{tag}", method="HEAD")
+        return headers.get("Docker-Content-Digest", "") if status == 200 else ""
+
+    def catalog(self) -> list[str]:
+        """Every repository:tag the registry holds."""
+        status, body, _ = self.request("/v2/_catalog?n=1000")
+        if status != 200:
+            raise UserError(f"the registry at {self.address} refused its catalog (HTTP {status}): {body[:200]!r}")
+        out = []
+        for repo in json.loads(body).get("repositories") or []:
+            status, body, _ = self.request(f"/v2/{repo}/tags/list")
+            out += [f"{repo}:{tag}" for tag in (json.loads(body).get("tags") or [] if status == 200 else [])]
+        return sorted(out)
+
+
+def split(name: str) -> tuple[str, str]:
+    """repository:tag -> (repository, tag); a name without a tag is `latest`, as a pull reads it."""
+    head, sep, tail = name.rpartition(":")
+    if sep and "/" not in tail:
+        return head, tail
+    return name, "latest"
+
+
+def default() -> Registry:
+    return Registry(paths.cache_dir() / "registry")
+
+
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What an image runs when a container leaves it to the image (its config's)."""
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...]
+    workdir: str
+    user: str
+
+
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
+
+
+def image_config(reg: Registry, name: str, platform: tuple[str, str] = ("linux", "amd64")) -> ImageConfig | None:
+    """The config of the image `name` (its full name, Docker Hub's written out) as the registry on
+    this machine holds it; None when it does not hold it."""
+    if not reg.address:  # not running
+        return None
+    repo, tag = split(name)
+    status, body, _ = reg.request(f"/v2/{repo}/manifests/{tag}")
+    if status == 404:
+        return None
+    if status != 200:
+        raise UserError(f"the registry at {reg.address} answered HTTP {status} for {name}'s manifest: {body[:200]!r}")
+    manifest = json.loads(body)
+    if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
+        chosen = next((m for m in manifest.get("manifests") or []
+                       if (m.get("platform") or {}).get("os") == platform[0]
+                       and (m.get("platform") or {}).get("architecture") == platform[1]), None)
+        if chosen is None:
+            return None
+        status, body, _ = reg.request(f"/v2/{repo}/manifests/{chosen['digest']}")
+        manifest = json.loads(body)
+    status, body, _ = reg.request(f"/v2/{repo}/blobs/{manifest['config']['digest']}")
+    if status != 200:
+        raise UserError(f"the registry at {reg.address} answered HTTP {status} for {name}'s config")
+    config = json.loads(body).get("config") or {}
+    return ImageConfig(tuple(config.get("Entrypoint") or ()), tuple(config.get("Cmd") or ()),
+                       config.get("WorkingDir") or "", config.get("User") or "")
