@@ -95,6 +95,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     except network.NetworkError as exc:
         raise UserError(str(exc)) from None
     build.ensure(say)
+    if node and node.kind == "real":
+        from generator.controlplane.realnode import build as real_build
+
+        real_build.ensure(say)
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:
@@ -160,7 +164,7 @@ def _old_ca(layout: Layout) -> str:
 
 
 # What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote.
-PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "volumes", "logs", "state.json")
+PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json")
 
 
 def purge(layout: Layout) -> list[str]:
@@ -265,12 +269,25 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     if pid and ours(pid, layout):
         _killed(f"supervisor (pid {pid}, after the grace period", _kill(pid), stopped, warn, pid, killed)
     stopped += _kill_strays(layout, warn, killed)
+    stopped += _real_node_teardown(layout, warn)
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
         stopped += _remove_network(current.pod_network)
     if current:
         current.phase = "stopped"
         state.save(layout.state_file, current)
     return stopped
+
+
+def _real_node_teardown(layout: Layout, warn=_warn) -> list[str]:
+    """What a real node left on the machine (a supervisor killed before it could stop it)."""
+    from generator.controlplane.realnode import config, host
+
+    if not config.Folders.of(layout).root.is_dir():
+        return []
+    done, problems = host.teardown(layout.root)
+    for problem in problems:
+        warn(problem)
+    return done
 
 
 def _down_without_state(layout: Layout, warn=_warn) -> list[str]:

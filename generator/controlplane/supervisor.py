@@ -23,7 +23,7 @@ from generator.controlplane import bringup, components, network, processes, stat
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
-STOP_ORDER = ["kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
+STOP_ORDER = ["kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
 
 
 class Supervisor:
@@ -88,6 +88,10 @@ class Supervisor:
             child = self.children.get(name)
             if child is not None:
                 child.stop(grace=30 if name == "kubelet" else 10)  # the kubelet first stops every pod
+        if self.node.kind == "real":  # its containers, mounts, cgroups and the kernel settings it changed
+            from generator.controlplane.realnode import host
+
+            host.teardown(self.layout.root)
         if self.network is not None:
             self.network.delete()
         self.save(phase="stopped")
