@@ -57,7 +57,8 @@ def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_d
             _write(record, held)
             return []
         restored = []
-        for name, value in held["values"].items():
+        for name in (n for n in KERNEL_SETTINGS if n in held["values"]):
+            value = held["values"][name]
             target = _sysctl(name, sysctl_dir)
             if target.read_text().strip() != value:
                 target.write_text(value)

@@ -4,7 +4,6 @@ in the cluster's folder."""
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import build, config
 from generator.controlplane.state import NodeOptions
 
+# The standard library reads TOML from Python 3.11 on.
+tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11's tomllib")
 PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_manager=10257, scheduler=10259)
 
 

@@ -1,0 +1,158 @@
+"""The real node (`cluster up --node real`, a preview): the kubelet, containerd and runc run pods
+from an image imported into containerd (a static probe program, tests/e2e/realnode/probe.c, FROM
+scratch): the Node reports containerd, a restricted pod runs as its user with no capabilities and
+a seccomp filter (as the pod itself reads them), a pod over its memory limit is OOM-killed by the
+kernel, and `cluster down` leaves no process, mount, cgroup or kernel setting behind, also after
+the supervisor was killed with SIGKILL.
+
+Its own clusters (`--no-operator`: the operator's image needs the local registry, not here yet);
+the first run builds the node (`cluster build --node real`)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import host, oci
+from generator.controlplane.realnode import node as real_node
+from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
+from tests.support.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs containers as root"),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
+]
+PROBE = "localhost/pytorchjob-kit/probe:1"
+PROBE_SOURCE = Path(__file__).parent / "realnode" / "probe.c"
+NODE = ["--node", "real", "--no-operator"]
+
+
+def probe_archive(folder: Path) -> Path:
+    program = folder / "probe"
+    subprocess.run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-o", str(program), str(PROBE_SOURCE)], check=True)
+    image = oci.Image(PROBE, {"probe": (program.read_bytes(), 0o755)}, ("/probe",))
+    return oci.write(image, folder / "probe.oci.tar")
+
+
+def kernel_settings() -> dict[str, str]:
+    return {n: Path("/proc/sys", n.replace(".", "/")).read_text().strip() for n in host.KERNEL_SETTINGS}
+
+
+def left_on_machine(cluster_dir: Path) -> dict[str, list]:
+    """What of the cluster is still on the machine: processes, mounts, cgroups."""
+    groups = [str(p) for p in host.cgroup_folders(cluster_dir) if p.exists()]
+    return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups}
+
+
+@pytest.fixture(scope="module")
+def before() -> dict[str, str]:
+    return kernel_settings()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, before):
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, NODE)
+    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    yield c
+    stop_cluster(c)
+
+
+def pod(name: str, args: list[str], memory: str | None = None) -> dict:
+    container = {"name": "probe", "image": PROBE, "imagePullPolicy": "Never", "args": args,
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    if memory:
+        container["resources"] = {"limits": {"memory": memory, "cpu": "500m"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [container],
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                         "seccompProfile": {"type": "RuntimeDefault"}}}}
+
+
+@pytest.fixture
+def restricted_ns(cluster, request):
+    """A namespace where PodSecurity enforces restricted: the pods below pass it as written."""
+    name = "rn-" + request.node.name.removeprefix("test_").replace("_", "-")[:30].rstrip("-")
+    core = cluster.core()
+    core.create_namespace({"metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    yield name
+    core.delete_namespace(name)
+
+
+def test_the_node_runs_containerd(cluster):
+    (node,) = cluster.core().list_node().items
+    assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
+    assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+
+def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_seccomp_filter(cluster, restricted_ns):
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("identity", ["status"]))
+
+    def logged():
+        try:
+            text = core.read_namespaced_pod_log("identity", restricted_ns)
+        except Exception:  # not started yet
+            return None
+        return text if "probe: done" in text else None
+
+    text = wait_for(logged, 120, "the probe pod to print its identity")
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("probe"))
+    status = {k: v.split() for k, v in fields.items()}
+    assert status["Uid"] == ["1000"] * 4 and status["Gid"] == ["1000"] * 4
+    assert status["NoNewPrivs"] == ["1"]
+    assert status["Seccomp"] == ["2"]  # 2: a filter (RuntimeDefault), 0 would be none
+    assert status["CapEff"] == ["0000000000000000"] and status["CapBnd"] == ["0000000000000000"]
+    running = core.read_namespaced_pod("identity", restricted_ns)
+    assert running.status.phase == "Running"
+    assert running.status.container_statuses[0].container_id.startswith("containerd://")
+
+
+def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("hungry", ["eat", "400"], memory="128Mi"))
+
+    def terminated():
+        statuses = core.read_namespaced_pod("hungry", restricted_ns).status.container_statuses or []
+        return statuses and statuses[0].state.terminated
+
+    ended = wait_for(terminated, 120, "the hungry pod's container to end")
+    assert (ended.reason, ended.exit_code) == ("OOMKilled", 137)
+    assert "ate 400 MiB" not in core.read_namespaced_pod_log("hungry", restricted_ns)
+
+
+def up_with_a_pod(tmp_path_factory):
+    """A real-node cluster with a probe pod running: containers, mounts and cgroups to leave behind."""
+    c = start_cluster(tmp_path_factory.mktemp("real-down"), None, NODE)
+    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    core = c.core()
+    core.create_namespaced_pod("default", pod("sleeper", ["status"]))
+    wait_for(lambda: core.read_namespaced_pod("sleeper", "default").status.phase == "Running", 120,
+             "the probe pod to run")
+    assert any(p.exists() for p in host.cgroup_folders(c.dir)), "no cluster cgroup while up"
+    assert host.mounts_under(c.dir / "node"), "containerd mounted nothing while a pod runs"
+    return c
+
+
+def test_down_leaves_nothing_and_puts_the_kernel_settings_back(tmp_path_factory, before):
+    c = up_with_a_pod(tmp_path_factory)
+    stop_cluster(c)
+    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": []}
+    assert kernel_settings() == before
+
+
+def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):
+    c = up_with_a_pod(tmp_path_factory)
+    supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
+    os.kill(supervisor, signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
+             Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
+    stop_cluster(c)
+    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": []}
+    assert kernel_settings() == before
