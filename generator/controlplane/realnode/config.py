@@ -180,6 +180,8 @@ def containerd_config(node: RealNode) -> str:
         "ttrpc": {"address": f"{f.socket}.ttrpc"},
         "debug": {"address": str(f.containerd / "debug.sock"), "level": "info"},
         "plugins": {
+            # Its default is the machine's /opt/containerd.
+            "io.containerd.internal.v1.opt": {"path": str(f.containerd / "opt")},
             "io.containerd.cri.v1.images": {
                 "snapshotter": "overlayfs",
                 # Imported at every start, never pulled, never collected.

@@ -194,8 +194,8 @@ def _marked(root: Path) -> list[int]:
 
 
 def _kill_node_processes(root: Path) -> list[int]:
-    """containerd, its shims and the kubelet, found by the cluster's marker and by running the
-    node's binaries from its folder (a shim re-execs itself)."""
+    """containerd, its shims and the kubelet: they carry the cluster's marker (a shim inherits
+    containerd's environment), and are told apart from the rest of the cluster by their program."""
     killed = []
     for pid in _marked(root):
         try:
@@ -230,12 +230,16 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     problems += [f"mount {f} not unmounted" for f in failed]
     left = _remove_cgroups(root)
     problems += [f"cgroup {p} not removed (busy)" for p in left]
+    # libcni caches each attachment machine-wide as <network>-<sandbox>-<interface>: the bridge's under the
+    # cluster's network name, the loopback's under containerd's own, by sandbox.
+    sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
+    if CNI_RESULTS.is_dir():
+        for result in CNI_RESULTS.iterdir():
+            if result.name.startswith(f"{network.bridge_name(root)}-") or any(f"-{s}-" in result.name for s in sandboxes):
+                result.unlink(missing_ok=True)
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)
-    results = sorted(CNI_RESULTS.glob(f"{network.bridge_name(root)}-*")) if CNI_RESULTS.is_dir() else []
-    for result in results:
-        result.unlink(missing_ok=True)
     restored = release_kernel_settings(root)
     if restored:
         done.append(f"kernel settings put back ({', '.join(restored)})")

@@ -40,8 +40,9 @@ def test_containerd_keeps_root_state_and_sockets_in_the_clusters_folder(node):
     assert got["grpc"]["address"] == str(folder / "containerd.sock")
     assert got["ttrpc"]["address"] == str(folder / "containerd.sock.ttrpc")
     assert got["debug"]["address"] == str(folder / "debug.sock")
-    # NRI's socket would be the machine's one.
+    # NRI's socket and the opt plugin's folder would be the machine's.
     assert got["disabled_plugins"] == ["io.containerd.nri.v1.nri"]
+    assert got["plugins"]["io.containerd.internal.v1.opt"] == {"path": str(folder / "opt")}
 
 
 def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_image(node):
