@@ -127,28 +127,29 @@ def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restri
     assert "ate 400 MiB" not in core.read_namespaced_pod_log("hungry", restricted_ns)
 
 
-def up_with_a_pod(tmp_path_factory):
-    """A real-node cluster with a probe pod running: containers, mounts and cgroups to leave behind."""
-    c = start_cluster(tmp_path_factory.mktemp("real-down"), None, NODE)
-    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+def run_a_pod(c) -> None:
+    """A probe pod running: containers, mounts and cgroups for `cluster down` to leave nothing of."""
     core = c.core()
     core.create_namespaced_pod("default", pod("sleeper", ["status"]))
     wait_for(lambda: core.read_namespaced_pod("sleeper", "default").status.phase == "Running", 120,
              "the probe pod to run")
     assert any(p.exists() for p in host.cgroup_folders(c.dir)), "no cluster cgroup while up"
     assert host.mounts_under(c.dir / "node"), "containerd mounted nothing while a pod runs"
-    return c
 
 
-def test_down_leaves_nothing_and_puts_the_kernel_settings_back(tmp_path_factory, before):
-    c = up_with_a_pod(tmp_path_factory)
-    stop_cluster(c)
-    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": []}
+# The last two run after the tests above, on this module's cluster and then on one of their own: the
+# kernel settings are put back by the last real node of the machine to go down.
+def test_down_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
+    run_a_pod(cluster)
+    stop_cluster(cluster)
+    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": []}
     assert kernel_settings() == before
 
 
 def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):
-    c = up_with_a_pod(tmp_path_factory)
+    c = start_cluster(tmp_path_factory.mktemp("real-killed"), None, NODE)
+    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    run_a_pod(c)
     supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
     os.kill(supervisor, signal.SIGKILL)
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
