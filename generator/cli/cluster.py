@@ -81,6 +81,13 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     if registry and node_kind != "real":
         raise click.UsageError("--registry points the real node's containerd at a registry; add --node real")
+    if node_kind == "real" and aliases:
+        raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
+                               "import yours into its containerd (README: The real node), or use --node process")
+    if node_kind == "real" and not registry and (operator or trainer):
+        raise click.UsageError("the real node pulls the operator's and Trainer's images, and no registry serves them "
+                               "here: add --registry HOST:PORT (a registry on this machine holding them) or "
+                               "--no-operator (and no --trainer)")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
                          node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind, registry),
