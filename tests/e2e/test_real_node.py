@@ -9,10 +9,12 @@ Its own clusters (`--no-operator`: the operator's image needs the local registry
 the first run builds the node (`cluster build --node real`)."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -100,11 +102,8 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     core.create_namespaced_pod(restricted_ns, pod("identity", ["status"]))
 
     def logged():
-        try:
-            text = core.read_namespaced_pod_log("identity", restricted_ns)
-        except Exception:  # not started yet
-            return None
-        return text if "probe: done" in text else None
+        text = _log(core, "identity", restricted_ns)
+        return text if text and "probe: done" in text else None
 
     text = wait_for(logged, 120, "the probe pod to print its identity")
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("probe"))
@@ -116,6 +115,25 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     running = core.read_namespaced_pod("identity", restricted_ns)
     assert running.status.phase == "Running"
     assert running.status.container_statuses[0].container_id.startswith("containerd://")
+
+
+def test_the_host_reaches_a_pod_at_its_ip_on_the_clusters_bridge(cluster, restricted_ns):
+    """Where the API server runs: it calls webhooks at their pods' IPs, there being no kube-proxy."""
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("server", ["serve", "8443"]))
+    wait_for(lambda: "listening" in (_log(core, "server", restricted_ns) or ""), 120, "the probe to listen")
+    ip = wait_for(lambda: core.read_namespaced_pod("server", restricted_ns).status.pod_ip, 60, "the pod's IP")
+    bridge = json.loads((cluster.dir / "state.json").read_text())["pod_network"]
+    assert ipaddress.ip_address(ip) in ipaddress.ip_network(bridge["cidr"])
+    with socket.create_connection((ip, 8443), timeout=10) as conn:
+        assert conn.makefile().readline() == "probe 1000\n"
+
+
+def _log(core, name: str, namespace: str) -> str | None:
+    try:
+        return core.read_namespaced_pod_log(name, namespace)
+    except Exception:  # not started yet
+        return None
 
 
 def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):

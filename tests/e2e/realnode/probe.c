@@ -2,11 +2,15 @@
  *   probe status     prints its identity as the kernel sees it (/proc/1/status: Uid, Gid,
  *                    NoNewPrivs, Seccomp, CapEff, CapBnd), then waits to be stopped;
  *   probe eat MIB    touches MIB mebibytes, one at a time, then waits (a memory limit below
- *                    MIB ends it with the kernel's OOM kill). */
+ *                    MIB ends it with the kernel's OOM kill);
+ *   probe serve PORT answers each TCP connection on PORT with "probe <uid>\n" (how the API server
+ *                    reaches a webhook at its pod's IP). */
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void wait_stopped(void) {
@@ -42,9 +46,25 @@ static int eat(long mib) {
     return 0;
 }
 
+static int serve(int port) {
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = INADDR_ANY};
+    int one = 1, server = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(server, (struct sockaddr *)&address, sizeof address) || listen(server, 8)) { perror("listen"); return 1; }
+    printf("probe: listening on %d\n", port);
+    fflush(stdout);
+    for (;;) {
+        int client = accept(server, NULL, NULL);
+        if (client < 0) continue;
+        dprintf(client, "probe %d\n", (int)getuid());
+        close(client);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "status") == 0) return status();
     if (argc >= 3 && strcmp(argv[1], "eat") == 0) return eat(atol(argv[2]));
-    fprintf(stderr, "usage: probe status | probe eat MIB\n");
+    if (argc >= 3 && strcmp(argv[1], "serve") == 0) return serve(atoi(argv[2]));
+    fprintf(stderr, "usage: probe status | probe eat MIB | probe serve PORT\n");
     return 64;
 }
