@@ -86,6 +86,10 @@ class Supervisor:
         self.stopping.set()
         for name in STOP_ORDER:
             child = self.children.get(name)
+            if name == "containerd" and child is not None and child.alive():  # the real node's containers end first
+                from generator.controlplane.realnode import node as real_node
+
+                real_node.stop_containers(self.layout)
             if child is not None:
                 child.stop(grace=30 if name == "kubelet" else 10)  # the kubelet first stops every pod
         if self.node.kind == "real":  # its containers, mounts, cgroups and the kernel settings it changed

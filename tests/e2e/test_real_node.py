@@ -161,11 +161,14 @@ def run_a_pod(c) -> None:
 
 # The last two run after the tests above, on this module's cluster and then on one of their own: the
 # kernel settings are put back by the last real node of the machine to go down.
-def test_down_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
+def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
     run_a_pod(cluster)
     stop_cluster(cluster)
     assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": []}
     assert kernel_settings() == before
+    # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
+    (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
+    assert "probe: SIGTERM" in log.read_text()
 
 
 def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):

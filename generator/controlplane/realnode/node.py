@@ -5,6 +5,7 @@ it stops every child; `teardown` undoes what they leave on the machine."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,26 @@ def import_image(layout: Layout, archive: Path) -> None:
     if done.returncode != 0:
         raise UserError(f"ctr images import {archive} failed: {done.stderr.strip()}; is the cluster in {layout.root} "
                         "up with `--node real`?")
+
+
+def stop_containers(layout: Layout, grace: float = 30) -> int:
+    """SIGTERM to every running container once the kubelet has stopped (it stops none itself, and
+    would restart them), then up to `grace` seconds for them to end, as a pod's deletion gives
+    them; what is left, `host.teardown` kills. How many were running."""
+    folders = config.Folders.of(layout)
+
+    def running() -> list[str]:
+        listed = _ctr(folders, "tasks", "ls")
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]] if listed.returncode == 0 else []
+        return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
+
+    tasks = running()
+    for task in tasks:
+        _ctr(folders, "tasks", "kill", "--signal", "SIGTERM", task)
+    end = time.monotonic() + grace
+    while running() and time.monotonic() < end:
+        time.sleep(0.5)
+    return len(tasks)
 
 
 def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:
