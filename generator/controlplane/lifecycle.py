@@ -90,14 +90,21 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         findings = validation.check_operator_values(values_io.load_mapping(values_file), "training-operator").findings
         if findings:
             raise UserError(findings, source=values_file)
+    real = node is not None and node.kind == "real"
+    if real:
+        from generator.controlplane.realnode import build as real_build
+        from generator.controlplane.realnode import config as real_config
+
+        try:
+            real_config.check_sockets(real_config.Folders.of(layout))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     try:
         network.check()
     except network.NetworkError as exc:
         raise UserError(str(exc)) from None
     build.ensure(say)
-    if node and node.kind == "real":
-        from generator.controlplane.realnode import build as real_build
-
+    if real:
         real_build.ensure(say)
     _leftovers(layout)
     reused = _old_ca(layout)
@@ -294,6 +301,7 @@ def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     """A state file this version cannot read: what the cluster started is still found by the marker
     in its environment, and its bridge by the folder's name; the file goes, as the error promised."""
     stopped = _kill_strays(layout, warn)
+    stopped += _real_node_teardown(layout, warn)
     stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
     layout.state_file.unlink(missing_ok=True)
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]

@@ -198,7 +198,9 @@ def containerd_config(node: RealNode) -> str:
                 "containerd": {
                     "default_runtime_name": "runc",
                     "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
-                                          "options": {"BinaryName": str(node.runc), "SystemdCgroup": False}}},
+                                          # runc's state beside containerd's, not the machine's /run/containerd/runc.
+                                          "options": {"BinaryName": str(node.runc), "SystemdCgroup": False,
+                                                      "Root": str(f.containerd / "state" / "runc")}}},
                 },
                 "cni": {"bin_dirs": [str(node.cni_bin)], "conf_dir": str(f.cni_conf), "max_conf_num": 1},
             },

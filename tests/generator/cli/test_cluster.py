@@ -41,6 +41,15 @@ def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     assert not (tmp_path / "cluster").exists()  # nothing was started or written
 
 
+def test_a_real_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_starts(tmp_path):
+    deep = tmp_path / ("d" * 90) / "cluster"
+    code, out, err = run("cluster", "up", "--node", "real", "--no-operator", "--dir", str(deep))
+    assert code == 1 and out == ""
+    assert f"the real node's socket {deep}/node/containerd/containerd.sock.ttrpc is" in err
+    assert "give `cluster up --dir` a shorter folder" in err
+    assert not deep.exists()
+
+
 def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
     values = tmp_path / "operator.yaml"
     values.write_text("kubeApiQPS: 40\n")

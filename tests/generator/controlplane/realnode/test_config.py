@@ -53,7 +53,8 @@ def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_imag
     runc = runtime["containerd"]["runtimes"]["runc"]
     assert runtime["containerd"]["default_runtime_name"] == "runc"
     assert runc == {"runtime_type": "io.containerd.runc.v2",
-                    "options": {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False}}
+                    "options": {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False,
+                                "Root": str(node.layout.root / "node" / "containerd" / "state" / "runc")}}
     # Root without CAP_SYS_RESOURCE cannot lower oom_score_adj below containerd's own.
     assert runtime["restrict_oom_score_adj"] is True
     assert runtime["netns_mounts_under_state_dir"] is True
