@@ -9,6 +9,7 @@ Its own clusters (`--no-operator`: the operator's image needs the local registry
 the first run builds the node (`cluster build --node real`)."""
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import os
@@ -23,6 +24,7 @@ import pytest
 from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import host, oci
 from generator.controlplane.realnode import node as real_node
+from generator.controlplane.realnode.config import Folders
 from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
 from tests.support.waiting import wait_for
 
@@ -52,9 +54,16 @@ def kernel_settings() -> dict[str, str]:
 
 
 def left_on_machine(cluster_dir: Path) -> dict[str, list]:
-    """What of the cluster is still on the machine: processes, mounts, cgroups."""
+    """What of the cluster is still on the machine: processes, mounts, cgroups, and the sockets its
+    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash)."""
     groups = [str(p) for p in host.cgroup_folders(cluster_dir) if p.exists()]
-    return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups}
+    folders = Folders.of(Layout(cluster_dir))
+    sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
+    assert sandboxes, "no pod sandbox was ever made"
+    sockets = [str(s) for s in (host.SHIM_SOCKETS / hashlib.sha256(f"{folders.socket}/k8s.io/{sandbox}".encode()).hexdigest()
+                                for sandbox in sandboxes) if s.exists()]
+    return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups,
+            "shim sockets": sockets}
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +173,7 @@ def run_a_pod(c) -> None:
 def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
     run_a_pod(cluster)
     stop_cluster(cluster)
-    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": []}
+    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": []}
     assert kernel_settings() == before
     # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
     (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
@@ -180,5 +189,5 @@ def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, b
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
              Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
     stop_cluster(c)
-    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": []}
+    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": []}
     assert kernel_settings() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +27,9 @@ SYSCTL_DIR = Path("/proc/sys")
 # must be the ones from before the first of them, once the last is down.
 KERNEL_RECORD = Path("/run/pytorchjob-kit/kernel-settings.json")
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one
+# A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
+# the namespace and the sandbox the shim serves (containerd's pkg/shim SocketAddress).
+SHIM_SOCKETS = Path("/run/containerd/s")
 _MNT_DETACH = 2
 
 
@@ -237,6 +241,9 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
         for result in CNI_RESULTS.iterdir():
             if result.name.startswith(f"{network.bridge_name(root)}-") or any(f"-{s}-" in result.name for s in sandboxes):
                 result.unlink(missing_ok=True)
+    for sandbox in sandboxes:  # a killed shim leaves its socket behind
+        for path in (f"{folders.socket}/k8s.io/{sandbox}", f"{folders.socket}/k8s.io/{sandbox}/debug"):
+            (SHIM_SOCKETS / hashlib.sha256(path.encode()).hexdigest()).unlink(missing_ok=True)
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)
