@@ -71,9 +71,43 @@ def before() -> dict[str, str]:
     return kernel_settings()
 
 
+class Registry:
+    """An HTTP server on loopback that records what containerd asks of the registry it was given
+    (`cluster up --registry`) and holds no image: every request is answered 404."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the http.server's name)
+                seen.append(self.path)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_HEAD = do_GET  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, before):
-    c = start_cluster(tmp_path_factory.mktemp("real"), None, NODE)
+def registry():
+    r = Registry()
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, before, registry):
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, [*NODE, "--registry", registry.address])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
     stop_cluster(c)
@@ -143,6 +177,23 @@ def _log(core, name: str, namespace: str) -> str | None:
         return core.read_namespaced_pod_log(name, namespace)
     except Exception:  # not started yet
         return None
+
+
+def test_every_image_name_is_pulled_from_the_registry_given(cluster, registry, restricted_ns):
+    """The charts' image names resolve, unchanged, at the registry on this machine (containerd's
+    registry hosts file for every name); this one holds none, so the pull fails as a pull does."""
+    core = cluster.core()
+    spec = pod("pulled", ["status"])
+    spec["spec"]["containers"][0].update(image="ghcr.io/pytorchjob-kit/absent:1.0", imagePullPolicy="Always")
+    core.create_namespaced_pod(restricted_ns, spec)
+
+    def waiting():
+        statuses = core.read_namespaced_pod("pulled", restricted_ns).status.container_statuses or []
+        reason = statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
+        return reason if reason in ("ErrImagePull", "ImagePullBackOff") else None
+
+    wait_for(waiting, 120, "the pull to fail")
+    assert "/v2/pytorchjob-kit/absent/manifests/1.0?ns=ghcr.io" in registry.seen, registry.seen
 
 
 def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):
