@@ -54,8 +54,9 @@ def kernel_settings() -> dict[str, str]:
 
 
 def left_on_machine(cluster_dir: Path) -> dict[str, list]:
-    """What of the cluster is still on the machine: processes, mounts, cgroups, and the sockets its
-    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash)."""
+    """What of the cluster is still on the machine: processes, mounts, cgroups, the sockets its
+    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash), and the
+    kubelet's links to its pods' logs in /var/log/containers."""
     groups = [str(p) for p in host.cgroup_folders(cluster_dir) if p.exists()]
     folders = Folders.of(Layout(cluster_dir))
     sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
@@ -63,7 +64,7 @@ def left_on_machine(cluster_dir: Path) -> dict[str, list]:
     sockets = [str(s) for s in (host.SHIM_SOCKETS / hashlib.sha256(f"{folders.socket}/k8s.io/{sandbox}".encode()).hexdigest()
                                 for sandbox in sandboxes) if s.exists()]
     return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups,
-            "shim sockets": sockets}
+            "shim sockets": sockets, "log links": host.container_log_links(folders)}
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +225,7 @@ def run_a_pod(c) -> None:
 def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
     run_a_pod(cluster)
     stop_cluster(cluster)
-    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": []}
+    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
     assert kernel_settings() == before
     # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
     (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
@@ -240,5 +241,5 @@ def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, b
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
              Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
     stop_cluster(c)
-    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": []}
+    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
     assert kernel_settings() == before

@@ -30,6 +30,8 @@ CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment,
 # A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
 # the namespace and the sandbox the shim serves (containerd's pkg/shim SocketAddress).
 SHIM_SOCKETS = Path("/run/containerd/s")
+# The kubelet links each container's log here, whatever its podLogsDir (a fixed path in the kubelet).
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
 _MNT_DETACH = 2
 
 
@@ -215,6 +217,15 @@ def _kill_node_processes(root: Path) -> list[int]:
     return killed
 
 
+def container_log_links(folders: Folders) -> list[Path]:
+    """The kubelet's links in /var/log/containers to this node's pod logs."""
+    try:
+        links = [p for p in CONTAINER_LOG_LINKS.iterdir() if p.is_symlink()]
+    except OSError:
+        return []
+    return [p for p in links if folders.pod_logs in Path(os.readlink(p)).parents]
+
+
 def teardown(root: Path) -> tuple[list[str], list[str]]:
     """Undo everything the real node did on the machine for the cluster in `root`: its containers
     and its node processes killed, its mounts detached, its cgroups, network namespaces and CNI
@@ -244,6 +255,8 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     for sandbox in sandboxes:  # a killed shim leaves its socket behind
         for path in (f"{folders.socket}/k8s.io/{sandbox}", f"{folders.socket}/k8s.io/{sandbox}/debug"):
             (SHIM_SOCKETS / hashlib.sha256(path.encode()).hexdigest()).unlink(missing_ok=True)
+    for link in container_log_links(folders):
+        link.unlink(missing_ok=True)
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)
