@@ -214,6 +214,9 @@ def status(layout: Layout) -> dict:
     if alive:
         report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})
+    # Which node runs the pods: the real one runs containerd beside its kubelet.
+    started = current.processes if current else {}
+    report["node_kind"] = ("real" if "containerd" in started else "process") if "kubelet" in started else None
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})

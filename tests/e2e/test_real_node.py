@@ -136,6 +136,8 @@ def restricted_ns(cluster, request):
 
 
 def test_the_node_runs_containerd(cluster):
+    status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
+    assert status["node_kind"] == "real" and {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
     (node,) = cluster.core().list_node().items
     assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
     assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)

@@ -80,6 +80,18 @@ def _state(folder, supervisor: int, children: dict[str, int]) -> None:
         phase="ready", pid=supervisor, processes={n: state.Process(p, str(folder / f"{n}.log")) for n, p in children.items()}))
 
 
+@pytest.mark.parametrize(("children", "kind"), [({"etcd": 1}, None), ({"etcd": 1, "kubelet": 2}, "process"),
+                                                 ({"etcd": 1, "containerd": 2, "kubelet": 3}, "real")])
+def test_status_says_which_node_runs_the_pods(tmp_path, children, kind):
+    import json
+
+    folder = tmp_path / "cluster"
+    _state(folder, 2**22 + 1, children)  # above any pid_max (at most 2**22): no process has it
+    code, out, err = run("cluster", "status", "--dir", str(folder), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["node_kind"] == kind
+
+
 def test_down_never_signals_a_process_that_is_not_the_clusters_own(tmp_path):
     """After a reboot or PID reuse, state.json's numbers belong to somebody else's processes."""
     import subprocess
