@@ -95,7 +95,9 @@ class Supervisor:
         if self.node.kind == "real":  # its containers, mounts, cgroups and the kernel settings it changed
             from generator.controlplane.realnode import host
 
-            host.teardown(self.layout.root)
+            done, problems = host.teardown(self.layout.root)
+            for line in [*done, *(f"warning: {p}" for p in problems)]:
+                print(f"real node: {line}", flush=True)
         if self.network is not None:
             self.network.delete()
         self.save(phase="stopped")

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 from generator.controlplane import network
@@ -267,8 +268,6 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
 
 
 def _wait_gone(pids: list[int], timeout: float = 10.0) -> None:
-    import time
-
     end = time.monotonic() + timeout
     while time.monotonic() < end and any(Path(f"/proc/{p}").exists() and _not_zombie(p) for p in pids):
         time.sleep(0.05)
