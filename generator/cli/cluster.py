@@ -51,11 +51,18 @@ def command() -> None:
                                       "(pod-security.kubernetes.io/enforce).")
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
+@click.option("--node", "node_kind", type=click.Choice(["process", "real"]), default="process", show_default=True,
+              help="process: pods run as processes of this machine (the process kubelet). real (a preview): the "
+                   "kubelet, containerd and runc run pods from images; built on first use, needs root, runc and "
+                   "the CNI plugins (installed from Debian's packages when missing).")
+@click.option("--registry", metavar="HOST:PORT", help="With --node real: a plain-HTTP registry on this machine that "
+                                                     "serves every image name (ghcr.io/..., alpine:3.10) unchanged.")
 @click.option("--trainer", is_flag=True,
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
                    "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, trainer, directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, registry, trainer,
+       directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
 
     \b
@@ -72,9 +79,19 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
 
     if values_file and not operator:
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
+    if registry and node_kind != "real":
+        raise click.UsageError("--registry points the real node's containerd at a registry; add --node real")
+    if node_kind == "real" and aliases:
+        raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
+                               "import yours into its containerd (README: The real node), or use --node process")
+    if node_kind == "real" and not registry and (operator or trainer):
+        raise click.UsageError("the real node pulls the operator's and Trainer's images, and no registry serves them "
+                               "here: add --registry HOST:PORT (a registry on this machine holding them) or "
+                               "--no-operator (and no --trainer)")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security), operator=operator,
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind, registry),
+                         operator=operator,
                          trainer=trainer)
     from generator.controlplane import build
 
@@ -127,13 +144,21 @@ def down(directory, purge) -> None:
 
 
 @command.command("build")
-def build_cmd() -> None:
+@click.option("--node", "node_kind", type=click.Choice(["process", "real"]), default="process", show_default=True,
+              help="real: also the real node's kubelet, containerd, runc shim, ctr and pause image (runc and the CNI "
+                   "plugins from Debian's packages when missing).")
+def build_cmd(node_kind) -> None:
     """Build the control plane's binaries from Go modules, once per machine, into the user's cache
     ($PYTORCHJOB_KIT_CACHE, else $XDG_CACHE_HOME/pytorchjob-kit or ~/.cache/pytorchjob-kit)."""
     from generator.controlplane import build
 
     missing = set(build.missing())
     paths = build.ensure(say=lambda line: click.echo(line, err=True))
+    if node_kind == "real":
+        from generator.controlplane.realnode import build as real_build
+
+        missing |= set(real_build.missing())
+        paths = {**paths, **real_build.ensure(say=lambda line: click.echo(line, err=True))}
     for folder in dict.fromkeys(p.parent for p in paths.values()):
         names = [n for n, p in paths.items() if p.parent == folder]
         state = "built" if missing & set(names) else "up to date"

@@ -86,6 +86,11 @@ def kube_scheduler(sup: Supervisor) -> None:
 def node(sup: Supervisor) -> None:
     from kubernetes import client
 
+    if sup.node.kind == "real":
+        from generator.controlplane.realnode import node as real_node
+
+        real_node.start(sup)
+        return
     name = sup.config.node_name
     child = sup.start(components.kubelet(sup.config))
     core = client.CoreV1Api(operator.admin_client(sup.layout))

@@ -90,6 +90,15 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         findings = validation.check_operator_values(values_io.load_mapping(values_file), "training-operator").findings
         if findings:
             raise UserError(findings, source=values_file)
+    real = node is not None and node.kind == "real"
+    if real:
+        from generator.controlplane.realnode import build as real_build
+        from generator.controlplane.realnode import config as real_config
+
+        try:
+            real_config.check_sockets(real_config.Folders.of(layout))
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     try:
         network.check()
     except network.NetworkError as exc:
@@ -100,6 +109,8 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
 
     # The registry's images, made once per machine like the binaries, and pushed: before the timeout.
     chart_images.seed(registry.start(say=say), say=say)
+    if real:
+        real_build.ensure(say)
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:
@@ -164,7 +175,7 @@ def _old_ca(layout: Layout) -> str:
 
 
 # What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote.
-PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "volumes", "logs", "state.json")
+PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json")
 
 
 def purge(layout: Layout) -> list[str]:
@@ -208,6 +219,9 @@ def status(layout: Layout) -> dict:
     if alive:
         report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})
+    # Which node runs the pods: the real one runs containerd beside its kubelet.
+    started = current.processes if current else {}
+    report["node_kind"] = ("real" if "containerd" in started else "process") if "kubelet" in started else None
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})
@@ -270,6 +284,7 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     if pid and ours(pid, layout):
         _killed(f"supervisor (pid {pid}, after the grace period", _kill(pid), stopped, warn, pid, killed)
     stopped += _kill_strays(layout, warn, killed)
+    stopped += _real_node_teardown(layout, warn)
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
         stopped += _remove_network(current.pod_network)
     if current:
@@ -278,10 +293,23 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     return stopped
 
 
+def _real_node_teardown(layout: Layout, warn=_warn) -> list[str]:
+    """What a real node left on the machine (a supervisor killed before it could stop it)."""
+    from generator.controlplane.realnode import config, host
+
+    if not config.Folders.of(layout).root.is_dir():
+        return []
+    done, problems = host.teardown(layout.root)
+    for problem in problems:
+        warn(problem)
+    return done
+
+
 def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     """A state file this version cannot read: what the cluster started is still found by the marker
     in its environment, and its bridge by the folder's name; the file goes, as the error promised."""
     stopped = _kill_strays(layout, warn)
+    stopped += _real_node_teardown(layout, warn)
     stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
     layout.state_file.unlink(missing_ok=True)
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]

@@ -26,12 +26,28 @@ from tests.support.cli_helpers import run
     (["--image", "my/trainer=my/other"], "'my/trainer=my/other': my/other is not a folder here, nor a known image; "
                                          "write REPO=host"),
     (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
+    (["--registry", "127.0.0.1:5000"], "--registry points the real node's containerd at a registry; add --node real"),
+    (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
+     "--image maps images to programs of the process node; the real node runs images"),
+    (["--node", "real"], "the real node pulls the operator's and Trainer's images, and no registry serves them here: "
+                         "add --registry HOST:PORT"),
+    (["--node", "real", "--no-operator", "--trainer"], "add --registry HOST:PORT (a registry on this machine holding "
+                                                       "them) or --no-operator (and no --trainer)"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)
     assert code == 2 and out == ""
     assert message in " ".join(err.split()), err
     assert not (tmp_path / "cluster").exists()  # nothing was started or written
+
+
+def test_a_real_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_starts(tmp_path):
+    deep = tmp_path / ("d" * 90) / "cluster"
+    code, out, err = run("cluster", "up", "--node", "real", "--no-operator", "--dir", str(deep))
+    assert code == 1 and out == ""
+    assert f"the real node's socket {deep}/node/containerd/containerd.sock.ttrpc is" in err
+    assert "give `cluster up --dir` a shorter folder" in err
+    assert not deep.exists()
 
 
 def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
@@ -62,6 +78,18 @@ def _state(folder, supervisor: int, children: dict[str, int]) -> None:
     folder.mkdir(exist_ok=True)
     state.save(folder / "state.json", state.ClusterState(
         phase="ready", pid=supervisor, processes={n: state.Process(p, str(folder / f"{n}.log")) for n, p in children.items()}))
+
+
+@pytest.mark.parametrize(("children", "kind"), [({"etcd": 1}, None), ({"etcd": 1, "kubelet": 2}, "process"),
+                                                 ({"etcd": 1, "containerd": 2, "kubelet": 3}, "real")])
+def test_status_says_which_node_runs_the_pods(tmp_path, children, kind):
+    import json
+
+    folder = tmp_path / "cluster"
+    _state(folder, 2**22 + 1, children)  # above any pid_max (at most 2**22): no process has it
+    code, out, err = run("cluster", "status", "--dir", str(folder), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["node_kind"] == kind
 
 
 def test_down_never_signals_a_process_that_is_not_the_clusters_own(tmp_path):

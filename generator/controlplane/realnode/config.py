@@ -1,0 +1,297 @@
+"""The real node's configuration as pure functions of one typed description (RealNode): the
+folders it keeps under the cluster's, containerd's config.toml, the registry hosts file, the CNI
+bridge conflist, the KubeletConfiguration, and the two components' argv. Nothing here starts a
+process or writes a file; realnode/node.py does."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from generator.controlplane import components, pki
+from generator.controlplane.kubelet import cgroups
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import build
+
+# A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
+SOCKET_PATH_MAX = 107
+CNI_CONFLIST = "10-pytorchjob-kit.conflist"
+
+
+@dataclass(frozen=True)
+class Folders:
+    """Where the node keeps its state: all of it under the cluster's folder (0700), so `cluster
+    down --purge` removes it with the rest and nobody else on the machine reads it."""
+    root: Path
+
+    @classmethod
+    def of(cls, layout: Layout) -> Folders:
+        return cls(layout.root / "node")
+
+    @property
+    def containerd(self) -> Path:
+        return self.root / "containerd"
+
+    @property
+    def socket(self) -> Path:
+        return self.containerd / "containerd.sock"
+
+    @property
+    def containerd_config(self) -> Path:
+        return self.containerd / "config.toml"
+
+    @property
+    def registry_hosts(self) -> Path:
+        """containerd's `config_path`: one folder per registry name, `_default` for every name."""
+        return self.root / "certs.d"
+
+    @property
+    def cni_conf(self) -> Path:
+        return self.root / "cni" / "net.d"
+
+    @property
+    def ipam(self) -> Path:
+        return self.root / "cni" / "ipam"
+
+    @property
+    def kubelet(self) -> Path:
+        """The kubelet's --root-dir: pods' volumes, plugins, checkpoints."""
+        return self.root / "kubelet"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.root / "kubelet-config.yaml"
+
+    @property
+    def pod_logs(self) -> Path:
+        return self.root / "pod-logs"
+
+    @property
+    def kernel_record(self) -> Path:
+        """The kernel settings as they were before the kubelet changed them, put back at `cluster down`."""
+        return self.root / "kernel-settings.json"
+
+    def sockets(self) -> list[Path]:
+        return [self.socket, Path(f"{self.socket}.ttrpc"), self.containerd / "debug.sock"]
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    kubelet: int
+    healthz: int
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """Everything the node's configuration depends on, chosen before containerd starts."""
+    control_plane: components.ControlPlane
+    ports: NodePorts
+    runc: Path
+    cni_bin: Path
+    registry: str | None = None  # host:port of a plain-HTTP registry on this machine that serves every image name
+
+    @property
+    def layout(self) -> Layout:
+        return self.control_plane.layout
+
+    @property
+    def folders(self) -> Folders:
+        return Folders.of(self.layout)
+
+    @property
+    def name(self) -> str:
+        return self.control_plane.node_name
+
+    @property
+    def address(self) -> str:
+        return self.control_plane.address
+
+    @property
+    def cgroup_root(self) -> str:
+        """The cluster's own cgroup in every hierarchy: `cluster down` kills and removes it whole."""
+        return cgroups.cluster_name(self.layout.root)
+
+    @property
+    def serving_stem(self) -> str:
+        return f"kubelet-serving-{self.name}"
+
+    @property
+    def client_stem(self) -> str:
+        """The kubelet's client certificate: the certificates step issues it for the node's name."""
+        return f"kubelet-{self.name}"
+
+
+def check_sockets(folders: Folders) -> None:
+    """containerd's sockets live in the cluster's folder; a deep folder cannot hold one."""
+    longest = max(folders.sockets(), key=lambda p: len(str(p)))
+    if len(str(longest)) > SOCKET_PATH_MAX:
+        raise ValueError(f"the real node's socket {longest} is {len(str(longest))} characters, over the "
+                         f"{SOCKET_PATH_MAX} a unix socket's path may have; give `cluster up --dir` a shorter folder")
+
+
+def serving_certificate(node: RealNode) -> components.Certificate:
+    """The kubelet's serving certificate, for the node's InternalIP the API server dials (pods/log, exec)."""
+    return components.Certificate(node.serving_stem, components.NODE_USER.format(node.name), org=components.NODE_GROUP,
+                                  server=True, ips=(node.address,))
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key).replace('"', "'")
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def toml(table: dict, prefix: tuple[str, ...] = ()) -> str:
+    """The TOML of nested tables of strings, booleans, integers and lists of them (all containerd's
+    configuration needs); the standard library reads TOML but does not write it."""
+    scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+    lines = [f"[{'.'.join(_toml_key(p) for p in prefix)}]"] if prefix and (scalars or not tables) else []
+    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars.items()]
+    text = "\n".join(lines) + ("\n" if lines else "")
+    for key, sub in tables.items():
+        text += ("\n" if text else "") + toml(sub, (*prefix, key))
+    return text
+
+
+def containerd_config(node: RealNode) -> str:
+    """containerd v2 (config version 3): its own root, state and sockets under the node's folder,
+    cgroupfs through runc, overlayfs, the pause image as sandbox, the CNI bridge, registry hosts."""
+    f = node.folders
+    return toml({
+        "version": 3,
+        "root": str(f.containerd / "root"),
+        "state": str(f.containerd / "state"),
+        # NRI would listen on /var/run/nri/nri.sock, the machine's one: nothing here uses it.
+        "disabled_plugins": ["io.containerd.nri.v1.nri"],
+        "grpc": {"address": str(f.socket)},
+        "ttrpc": {"address": f"{f.socket}.ttrpc"},
+        "debug": {"address": str(f.containerd / "debug.sock"), "level": "info"},
+        "plugins": {
+            # Its default is the machine's /opt/containerd.
+            "io.containerd.internal.v1.opt": {"path": str(f.containerd / "opt")},
+            "io.containerd.cri.v1.images": {
+                "snapshotter": "overlayfs",
+                # Imported at every start, never pulled, never collected.
+                "pinned_images": {"sandbox": build.PAUSE_IMAGE},
+                "registry": {"config_path": str(f.registry_hosts)},
+            },
+            "io.containerd.cri.v1.runtime": {
+                # Root here lacks CAP_SYS_RESOURCE: the kubelet's -998 for sandboxes cannot be written, so
+                # containerd keeps every score at or above its own.
+                "restrict_oom_score_adj": True,
+                # Pods' network namespaces under the node's state, not the machine's /run/netns.
+                "netns_mounts_under_state_dir": True,
+                "enable_cdi": False,
+                "containerd": {
+                    "default_runtime_name": "runc",
+                    "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                          # runc's state beside containerd's, not the machine's /run/containerd/runc.
+                                          "options": {"BinaryName": str(node.runc), "SystemdCgroup": False,
+                                                      "Root": str(f.containerd / "state" / "runc")}}},
+                },
+                "cni": {"bin_dirs": [str(node.cni_bin)], "conf_dir": str(f.cni_conf), "max_conf_num": 1},
+            },
+            # kubectl exec, attach and port-forward stream through here; loopback only, any free port.
+            "io.containerd.grpc.v1.cri": {"stream_server_address": "127.0.0.1", "stream_server_port": "0"},
+        },
+    })
+
+
+def registry_hosts(node: RealNode) -> dict[Path, str]:
+    """containerd's hosts file that sends every registry name (`_default`) to the registry on this
+    machine, so the charts' image names resolve there unchanged; none without a registry."""
+    if not node.registry:
+        return {}
+    return {node.folders.registry_hosts / "_default" / "hosts.toml":
+            toml({"host": {f"http://{node.registry}": {"capabilities": ["pull", "resolve"]}}})}
+
+
+def cni_conflist(node: RealNode) -> str:
+    """The pods' network: veths on the cluster's bridge (the pod network step made it, with the
+    gateway address the API server listens on), addresses from the cluster's /24. The bridge plugin
+    leaves the host alone (no gateway or masquerade of its own): the API server reaches webhooks at
+    the pods' IPs through the bridge, as on the process node."""
+    cp = node.control_plane
+    return json.dumps({
+        "cniVersion": "1.0.0",
+        "name": cp.bridge,
+        "plugins": [{
+            "type": "bridge", "bridge": cp.bridge, "isGateway": False, "ipMasq": False, "hairpinMode": True,
+            "ipam": {"type": "host-local", "dataDir": str(node.folders.ipam),
+                     "ranges": [[{"subnet": cp.pod_cidr, "gateway": cp.address}]],
+                     "routes": [{"dst": "0.0.0.0/0", "gw": cp.address}]},
+        }],
+    }, indent=2) + "\n"
+
+
+def kubelet_config(node: RealNode) -> str:
+    cp = node.control_plane
+    f = node.folders
+    serving_cert, serving_key = pki.files(cp.layout.pki, node.serving_stem)
+    socket = f"unix://{f.socket}"
+    return yaml.safe_dump({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "containerRuntimeEndpoint": socket, "imageServiceEndpoint": socket,
+        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{node.cgroup_root}",
+        # This machine's kind has hybrid cgroups (v1 controllers, v2 beside them): deprecated upstream, still run.
+        "failCgroupV1": False, "failSwapOn": False,
+        # No kube-proxy and the host's firewall left alone.
+        "makeIPTablesUtilChains": False,
+        # true: the kubelet refuses to start unless vm.overcommit_memory, kernel.panic and kernel.panic_on_oops
+        # have its values; false: it sets them machine-wide, and node.py puts them back at `cluster down`.
+        "protectKernelDefaults": False,
+        "address": node.address, "port": node.ports.kubelet, "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1", "healthzPort": node.ports.healthz,
+        "tlsCertFile": str(serving_cert), "tlsPrivateKeyFile": str(serving_key),
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(cp.ca)}},
+        "authorization": {"mode": "Webhook"},
+        "podLogsDir": str(f.pod_logs),
+        "volumePluginDir": str(f.kubelet / "volume-plugins"),
+        "clusterDomain": "cluster.local", "resolvConf": "/etc/resolv.conf",
+        "serializeImagePulls": False,
+        # Imported images cannot be pulled again: never collected.
+        "imageGCHighThresholdPercent": 100,
+        # A disk shared with others is never this node's reason to evict.
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "registerNode": True,
+    }, sort_keys=False)
+
+
+def containerd(node: RealNode) -> components.Component:
+    return components.Component("containerd", [str(build.path("containerd")), "--config", str(node.folders.containerd_config)],
+                                # The shim is found next to containerd, on PATH.
+                                env={"PATH": f"{build.path('containerd').parent}:/usr/sbin:/usr/bin:/sbin:/bin"},
+                                files={node.folders.containerd_config: containerd_config(node),
+                                       node.folders.cni_conf / CNI_CONFLIST: cni_conflist(node),
+                                       **registry_hosts(node)})
+
+
+def kubelet(node: RealNode) -> components.Component:
+    cp = node.control_plane
+    kubeconfig = cp.layout.component_kubeconfig("kubelet")
+    f = node.folders
+    return components.Component("kubelet", [
+        str(build.path(build.KUBELET)), f"--config={f.kubelet_config}", f"--kubeconfig={kubeconfig}",
+        f"--root-dir={f.kubelet}", f"--cert-dir={f.kubelet / 'pki'}", f"--hostname-override={node.name}",
+        f"--node-ip={node.address}",
+    ], files={f.kubelet_config: kubelet_config(node),
+              kubeconfig: components.kubeconfig(cp.server, cp.ca, *cp.cert(node.client_stem))})
+
+
+def ctr(folders: Folders, *args: str) -> list[str]:
+    """ctr against the node's containerd, in the namespace the CRI (and so the kubelet) uses."""
+    return [str(build.path("ctr")), "--address", str(folders.socket), "--namespace", "k8s.io", *args]

@@ -1,0 +1,280 @@
+"""What the real node changes on the machine, and how each change is undone: the cluster's cgroup
+in every hierarchy (made before the kubelet starts, killed and removed at the end), the mounts
+containerd and the kubelet make under the node's folder, the CNI plugins' state, and the three
+kernel settings the kubelet sets machine-wide. `teardown` undoes all of it from what it finds, not
+from a record, so it works after the supervisor was killed, and twice."""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from generator.controlplane import network
+from generator.controlplane.kubelet import cgroups
+from generator.controlplane.layout import Layout, started_by
+from generator.controlplane.realnode.config import Folders
+
+# The kubelet with protectKernelDefaults: false sets these machine-wide (1, 10 and 1); with true it
+# refuses to start unless they already have those values.
+KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+SYSCTL_DIR = Path("/proc/sys")
+# One record for the machine: two clusters' kubelets set the same settings, and the values put back
+# must be the ones from before the first of them, once the last is down.
+KERNEL_RECORD = Path("/run/pytorchjob-kit/kernel-settings.json")
+CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one
+# A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
+# the namespace and the sandbox the shim serves (containerd's pkg/shim SocketAddress).
+SHIM_SOCKETS = Path("/run/containerd/s")
+# The kubelet links each container's log here, whatever its podLogsDir (a fixed path in the kubelet).
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+_MNT_DETACH = 2
+
+
+def _sysctl(name: str, sysctl_dir: Path) -> Path:
+    return sysctl_dir / name.replace(".", "/")
+
+
+def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> dict[str, str]:
+    """Record the kernel settings before this cluster's kubelet changes them (unless another
+    cluster's record holds them already), and add `holder` to the clusters holding it."""
+    with _locked(record):
+        held = _read(record)
+        if not held:
+            held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS}, "holders": []}
+        if str(holder) not in held["holders"]:
+            held["holders"].append(str(holder))
+        _write(record, held)
+        return held["values"]
+
+
+def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> list[str]:
+    """`holder` lets go of the record; the last to let go puts the recorded values back. What was put back."""
+    with _locked(record):
+        held = _read(record)
+        if not held or str(holder) not in held["holders"]:
+            return []
+        held["holders"].remove(str(holder))
+        if held["holders"]:
+            _write(record, held)
+            return []
+        restored = []
+        for name in (n for n in KERNEL_SETTINGS if n in held["values"]):
+            value = held["values"][name]
+            target = _sysctl(name, sysctl_dir)
+            if target.read_text().strip() != value:
+                target.write_text(value)
+                restored.append(f"{name}={value}")
+        record.unlink()
+        return restored
+
+
+class _locked:
+    def __init__(self, record: Path):
+        self.path = record.with_name(f".{record.name}.lock")
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.handle = open(self.path, "w")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def _read(record: Path) -> dict:
+    try:
+        return json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(record: Path, held: dict) -> None:
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(held, indent=2, sort_keys=True))
+    os.replace(tmp, record)
+
+
+# --- cgroups ---------------------------------------------------------------------------------
+def hierarchies() -> list[Path]:
+    """Every cgroup hierarchy mounted here, v1 and v2: the kubelet with cgroupfs uses each."""
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] in ("cgroup", "cgroup2"):
+            out.append(Path(_unescape(parts[1])))
+    return list(dict.fromkeys(out))
+
+
+def cgroup_folders(root: Path) -> list[Path]:
+    name = cgroups.cluster_name(root)
+    return [h / name for h in hierarchies()]
+
+
+def make_cgroup_root(root: Path) -> list[Path]:
+    """The cluster's cgroup in each hierarchy: the kubelet refuses a cgroupRoot missing from one. A
+    new cpuset cgroup has no CPUs or memory nodes until given its parent's."""
+    made = []
+    for folder in cgroup_folders(root):
+        folder.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            own, parent = folder / name, folder.parent / name
+            if own.exists() and parent.exists() and not own.read_text().strip():
+                own.write_text(parent.read_text().strip())
+        made.append(folder)
+    return made
+
+
+def _kill_cgroups(root: Path) -> list[int]:
+    killed: list[int] = []
+    for folder in cgroup_folders(root):
+        killed += cgroups.kill_tree(folder)
+    return sorted(set(killed))
+
+
+def _remove_cgroups(root: Path) -> list[Path]:
+    left = []
+    for folder in cgroup_folders(root):
+        if not folder.is_dir():
+            continue
+        for child in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                child.rmdir()
+            except OSError:
+                pass
+        try:
+            folder.rmdir()
+        except OSError:
+            left.append(folder)
+    return left
+
+
+# --- mounts ----------------------------------------------------------------------------------
+def _unescape(field: str) -> str:
+    """/proc/mounts writes space, tab, newline and backslash in octal."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def mounts_under(folder: Path) -> list[Path]:
+    """Mount points at or below `folder`, deepest first."""
+    found = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            point = Path(_unescape(parts[1]))
+            if point == folder or folder in point.parents:
+                found.append(point)
+    return sorted(dict.fromkeys(found), key=lambda p: len(p.parts), reverse=True)
+
+
+def unmount_all(folder: Path) -> tuple[int, list[str]]:
+    """Detach every mount below `folder` (overlay roots, shm, network namespaces, the kubelet's
+    volumes), deepest first; (how many, what could not be)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    count, failed = 0, []
+    for _ in range(5):  # a mount stacked on another shows once the upper one is gone
+        points = mounts_under(folder)
+        if not points:
+            break
+        for point in points:
+            if libc.umount2(str(point).encode(), _MNT_DETACH) == 0:
+                count += 1
+            else:
+                failed.append(f"{point} ({os.strerror(ctypes.get_errno())})")
+    left = mounts_under(folder)
+    return count, [f for f in failed if any(f.startswith(f"{p} ") for p in left)]
+
+
+# --- processes -------------------------------------------------------------------------------
+def _marked(root: Path) -> list[int]:
+    """The cluster's processes (containerd's shims among them: they carry its environment)."""
+    me = {os.getpid(), os.getppid()}
+    return [int(e.name) for e in Path("/proc").iterdir()
+            if e.name.isdigit() and int(e.name) not in me and started_by(int(e.name), root)]
+
+
+def _kill_node_processes(root: Path) -> list[int]:
+    """containerd, its shims and the kubelet: they carry the cluster's marker (a shim inherits
+    containerd's environment), and are told apart from the rest of the cluster by their program."""
+    killed = []
+    for pid in _marked(root):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if Path(exe).name in ("containerd", "containerd-shim-runc-v2", "kubelet"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def container_log_links(folders: Folders) -> list[Path]:
+    """The kubelet's links in /var/log/containers to this node's pod logs."""
+    try:
+        links = [p for p in CONTAINER_LOG_LINKS.iterdir() if p.is_symlink()]
+    except OSError:
+        return []
+    return [p for p in links if folders.pod_logs in Path(os.readlink(p)).parents]
+
+
+def teardown(root: Path) -> tuple[list[str], list[str]]:
+    """Undo everything the real node did on the machine for the cluster in `root`: its containers
+    and its node processes killed, its mounts detached, its cgroups, network namespaces and CNI
+    state removed, the kernel settings put back. (what was done, what could not be)."""
+    folders = Folders.of(Layout(root))
+    done, problems = [], []
+    containers = _kill_cgroups(root)
+    if containers:
+        done.append(f"{len(containers)} container processes (killed)")
+    node = _kill_node_processes(root)
+    if node:
+        done.append(f"{len(node)} node processes: containerd, shims, kubelet (killed)")
+    _wait_gone(containers + node)
+    count, failed = unmount_all(folders.root)
+    if count:
+        done.append(f"{count} mounts under {folders.root} (unmounted)")
+    problems += [f"mount {f} not unmounted" for f in failed]
+    left = _remove_cgroups(root)
+    problems += [f"cgroup {p} not removed (busy)" for p in left]
+    # libcni caches each attachment machine-wide as <network>-<sandbox>-<interface>: the bridge's under the
+    # cluster's network name, the loopback's under containerd's own, by sandbox.
+    sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
+    if CNI_RESULTS.is_dir():
+        for result in CNI_RESULTS.iterdir():
+            if result.name.startswith(f"{network.bridge_name(root)}-") or any(f"-{s}-" in result.name for s in sandboxes):
+                result.unlink(missing_ok=True)
+    for sandbox in sandboxes:  # a killed shim leaves its socket behind
+        for path in (f"{folders.socket}/k8s.io/{sandbox}", f"{folders.socket}/k8s.io/{sandbox}/debug"):
+            (SHIM_SOCKETS / hashlib.sha256(path.encode()).hexdigest()).unlink(missing_ok=True)
+    for link in container_log_links(folders):
+        link.unlink(missing_ok=True)
+    for state in (folders.ipam, folders.containerd / "state"):
+        if state.exists():
+            shutil.rmtree(state, ignore_errors=True)
+    restored = release_kernel_settings(root)
+    if restored:
+        done.append(f"kernel settings put back ({', '.join(restored)})")
+    return done, problems
+
+
+def _wait_gone(pids: list[int], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(Path(f"/proc/{p}").exists() and _not_zombie(p) for p in pids):
+        time.sleep(0.05)
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,93 @@
+"""The real node's bring-up step (`cluster up --node real`): containerd with the node's
+configuration, the pause image imported into it, the cluster's cgroup made in every hierarchy, the
+kernel settings recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
+it stops every child; `teardown` undoes what they leave on the machine."""
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from generator.container import ports
+from generator.controlplane import operator, pki, processes
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import build, config, host
+from generator.errors import UserError
+
+if TYPE_CHECKING:
+    from generator.controlplane.supervisor import Supervisor
+
+
+def describe(sup: Supervisor) -> config.RealNode:
+    runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
+    free = ports.free_port
+    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free()), runc, cni, sup.node.registry)
+
+
+def start(sup: Supervisor) -> None:
+    from kubernetes import client
+
+    node = describe(sup)
+    folders = node.folders
+    config.check_sockets(folders)
+    done, _ = host.teardown(sup.layout.root)  # what a killed earlier run of this cluster left
+    if done:
+        print(f"removed what an earlier run left: {'; '.join(done)}", flush=True)
+    folders.root.mkdir(mode=0o700, exist_ok=True)
+    folders.root.chmod(0o700)
+    cert = config.serving_certificate(node)
+    pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn, org=cert.org, server=True, names=[node.name],
+                                        ips=list(cert.ips))
+
+    containerd = sup.start(config.containerd(node))
+    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, 60, "containerd to answer on its socket",
+                         containerd)
+    import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
+
+    host.make_cgroup_root(sup.layout.root)
+    values = host.hold_kernel_settings(sup.layout.root)
+    print("kernel settings before the kubelet (put back at cluster down): "
+          + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+    kubelet = sup.start(config.kubelet(node))
+    core = client.CoreV1Api(operator.admin_client(sup.layout))
+    processes.wait_until(lambda: _ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    sup.save(node=node.name, operator=None)
+
+
+def import_image(layout: Layout, archive: Path) -> None:
+    """Put an OCI image archive into the real node's containerd, where its pods find the image by
+    its name (with imagePullPolicy Never or IfNotPresent)."""
+    done = _ctr(config.Folders.of(layout), "images", "import", str(archive))
+    if done.returncode != 0:
+        raise UserError(f"ctr images import {archive} failed: {done.stderr.strip()}; is the cluster in {layout.root} "
+                        "up with `--node real`?")
+
+
+def stop_containers(layout: Layout, grace: float = 30) -> int:
+    """SIGTERM to every running container once the kubelet has stopped (it stops none itself, and
+    would restart them), then up to `grace` seconds for them to end, as a pod's deletion gives
+    them; what is left, `host.teardown` kills. How many were running."""
+    folders = config.Folders.of(layout)
+
+    def running() -> list[str]:
+        listed = _ctr(folders, "tasks", "ls")
+        rows = [line.split() for line in listed.stdout.splitlines()[1:]] if listed.returncode == 0 else []
+        return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
+
+    tasks = running()
+    for task in tasks:
+        _ctr(folders, "tasks", "kill", "--signal", "SIGTERM", task)
+    end = time.monotonic() + grace
+    while running() and time.monotonic() < end:
+        time.sleep(0.5)
+    return len(tasks)
+
+
+def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(config.ctr(folders, *args), capture_output=True, text=True, timeout=120)
+
+
+def _ready(core, name: str) -> bool:
+    conditions = core.read_node_status(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)

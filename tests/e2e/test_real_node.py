@@ -1,0 +1,247 @@
+"""The real node (`cluster up --node real`, a preview): the kubelet, containerd and runc run pods
+from an image imported into containerd (a static probe program, tests/e2e/realnode/probe.c, FROM
+scratch): the Node reports containerd, a restricted pod runs as its user with no capabilities and
+a seccomp filter (as the pod itself reads them), a pod over its memory limit is OOM-killed by the
+kernel, and `cluster down` leaves no process, mount, cgroup or kernel setting behind, also after
+the supervisor was killed with SIGKILL.
+
+Its own clusters (`--no-operator`: the operator's image needs the local registry, not here yet);
+the first run builds the node (`cluster build --node real`)."""
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import host, oci
+from generator.controlplane.realnode import node as real_node
+from generator.controlplane.realnode.config import Folders
+from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
+from tests.support.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.e2e,
+    # Opt-in while the real node is a preview: CI neither builds the node nor spends its minutes here yet.
+    pytest.mark.skipif(os.environ.get("PYTORCHJOB_KIT_REAL_NODE") != "1",
+                       reason="the real node is a preview: PYTORCHJOB_KIT_REAL_NODE=1 runs it (the first run builds "
+                              "the node, about 5 minutes)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs containers as root"),
+    pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
+]
+PROBE = "localhost/pytorchjob-kit/probe:1"
+PROBE_SOURCE = Path(__file__).parent / "realnode" / "probe.c"
+NODE = ["--node", "real", "--no-operator"]
+
+
+def probe_archive(folder: Path) -> Path:
+    program = folder / "probe"
+    subprocess.run(["gcc", "-Os", "-Wall", "-Werror", "-static", "-o", str(program), str(PROBE_SOURCE)], check=True)
+    image = oci.Image(PROBE, {"probe": (program.read_bytes(), 0o755)}, ("/probe",))
+    return oci.write(image, folder / "probe.oci.tar")
+
+
+def kernel_settings() -> dict[str, str]:
+    return {n: Path("/proc/sys", n.replace(".", "/")).read_text().strip() for n in host.KERNEL_SETTINGS}
+
+
+def left_on_machine(cluster_dir: Path) -> dict[str, list]:
+    """What of the cluster is still on the machine: processes, mounts, cgroups, the sockets its
+    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash), and the
+    kubelet's links to its pods' logs in /var/log/containers."""
+    groups = [str(p) for p in host.cgroup_folders(cluster_dir) if p.exists()]
+    folders = Folders.of(Layout(cluster_dir))
+    sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
+    assert sandboxes, "no pod sandbox was ever made"
+    sockets = [str(s) for s in (host.SHIM_SOCKETS / hashlib.sha256(f"{folders.socket}/k8s.io/{sandbox}".encode()).hexdigest()
+                                for sandbox in sandboxes) if s.exists()]
+    return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups,
+            "shim sockets": sockets, "log links": host.container_log_links(folders)}
+
+
+@pytest.fixture(scope="module")
+def before() -> dict[str, str]:
+    return kernel_settings()
+
+
+class Registry:
+    """An HTTP server on loopback that records what containerd asks of the registry it was given
+    (`cluster up --registry`) and holds no image: every request is answered 404."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the http.server's name)
+                seen.append(self.path)
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_HEAD = do_GET  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def registry():
+    r = Registry()
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, before, registry):
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, [*NODE, "--registry", registry.address])
+    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    yield c
+    stop_cluster(c)
+
+
+def pod(name: str, args: list[str], memory: str | None = None) -> dict:
+    container = {"name": "probe", "image": PROBE, "imagePullPolicy": "Never", "args": args,
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    if memory:
+        container["resources"] = {"limits": {"memory": memory, "cpu": "500m"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [container],
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                         "seccompProfile": {"type": "RuntimeDefault"}}}}
+
+
+@pytest.fixture
+def restricted_ns(cluster, request):
+    """A namespace where PodSecurity enforces restricted: the pods below pass it as written."""
+    name = "rn-" + request.node.name.removeprefix("test_").replace("_", "-")[:30].rstrip("-")
+    core = cluster.core()
+    core.create_namespace({"metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    yield name
+    core.delete_namespace(name)
+
+
+def test_the_node_runs_containerd(cluster):
+    status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
+    assert status["node_kind"] == "real" and {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
+    (node,) = cluster.core().list_node().items
+    assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
+    assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+
+def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_seccomp_filter(cluster, restricted_ns):
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("identity", ["status"]))
+
+    def logged():
+        text = _log(core, "identity", restricted_ns)
+        return text if text and "probe: done" in text else None
+
+    text = wait_for(logged, 120, "the probe pod to print its identity")
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("probe"))
+    status = {k: v.split() for k, v in fields.items()}
+    assert status["Uid"] == ["1000"] * 4 and status["Gid"] == ["1000"] * 4
+    assert status["NoNewPrivs"] == ["1"]
+    assert status["Seccomp"] == ["2"]  # 2: a filter (RuntimeDefault), 0 would be none
+    assert status["CapEff"] == ["0000000000000000"] and status["CapBnd"] == ["0000000000000000"]
+    running = core.read_namespaced_pod("identity", restricted_ns)
+    assert running.status.phase == "Running"
+    assert running.status.container_statuses[0].container_id.startswith("containerd://")
+
+
+def test_the_host_reaches_a_pod_at_its_ip_on_the_clusters_bridge(cluster, restricted_ns):
+    """Where the API server runs: it calls webhooks at their pods' IPs, there being no kube-proxy."""
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("server", ["serve", "8443"]))
+    wait_for(lambda: "listening" in (_log(core, "server", restricted_ns) or ""), 120, "the probe to listen")
+    ip = wait_for(lambda: core.read_namespaced_pod("server", restricted_ns).status.pod_ip, 60, "the pod's IP")
+    bridge = json.loads((cluster.dir / "state.json").read_text())["pod_network"]
+    assert ipaddress.ip_address(ip) in ipaddress.ip_network(bridge["cidr"])
+    with socket.create_connection((ip, 8443), timeout=10) as conn:
+        assert conn.makefile().readline() == "probe 1000\n"
+
+
+def _log(core, name: str, namespace: str) -> str | None:
+    try:
+        return core.read_namespaced_pod_log(name, namespace)
+    except Exception:  # not started yet
+        return None
+
+
+def test_every_image_name_is_pulled_from_the_registry_given(cluster, registry, restricted_ns):
+    """The charts' image names resolve, unchanged, at the registry on this machine (containerd's
+    registry hosts file for every name); this one holds none, so the pull fails as a pull does."""
+    core = cluster.core()
+    spec = pod("pulled", ["status"])
+    spec["spec"]["containers"][0].update(image="ghcr.io/pytorchjob-kit/absent:1.0", imagePullPolicy="Always")
+    core.create_namespaced_pod(restricted_ns, spec)
+
+    def waiting():
+        statuses = core.read_namespaced_pod("pulled", restricted_ns).status.container_statuses or []
+        reason = statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
+        return reason if reason in ("ErrImagePull", "ImagePullBackOff") else None
+
+    wait_for(waiting, 120, "the pull to fail")
+    assert "/v2/pytorchjob-kit/absent/manifests/1.0?ns=ghcr.io" in registry.seen, registry.seen
+
+
+def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):
+    core = cluster.core()
+    core.create_namespaced_pod(restricted_ns, pod("hungry", ["eat", "400"], memory="128Mi"))
+
+    def terminated():
+        statuses = core.read_namespaced_pod("hungry", restricted_ns).status.container_statuses or []
+        return statuses and statuses[0].state.terminated
+
+    ended = wait_for(terminated, 120, "the hungry pod's container to end")
+    assert (ended.reason, ended.exit_code) == ("OOMKilled", 137)
+    assert "ate 400 MiB" not in core.read_namespaced_pod_log("hungry", restricted_ns)
+
+
+def run_a_pod(c) -> None:
+    """A probe pod running: containers, mounts and cgroups for `cluster down` to leave nothing of."""
+    core = c.core()
+    core.create_namespaced_pod("default", pod("sleeper", ["status"]))
+    wait_for(lambda: core.read_namespaced_pod("sleeper", "default").status.phase == "Running", 120,
+             "the probe pod to run")
+    assert any(p.exists() for p in host.cgroup_folders(c.dir)), "no cluster cgroup while up"
+    assert host.mounts_under(c.dir / "node"), "containerd mounted nothing while a pod runs"
+
+
+# The last two run after the tests above, on this module's cluster and then on one of their own: the
+# kernel settings are put back by the last real node of the machine to go down.
+def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
+    run_a_pod(cluster)
+    stop_cluster(cluster)
+    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
+    assert kernel_settings() == before
+    # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
+    (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
+    assert "probe: SIGTERM" in log.read_text()
+
+
+def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):
+    c = start_cluster(tmp_path_factory.mktemp("real-killed"), None, NODE)
+    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    run_a_pod(c)
+    supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
+    os.kill(supervisor, signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
+             Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
+    stop_cluster(c)
+    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
+    assert kernel_settings() == before

@@ -1,0 +1,149 @@
+"""The real node's configuration, built from one description without starting anything: what
+containerd, the CNI bridge and the kubelet are told, as a user debugging the node would read it
+in the cluster's folder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator.controlplane import components
+from generator.controlplane.kubelet import cgroups
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import build, config
+from generator.controlplane.state import NodeOptions
+
+# The standard library reads TOML from Python 3.11 on.
+tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11's tomllib")
+PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_manager=10257, scheduler=10259)
+
+
+def real_node(root: Path, registry: str | None = None) -> config.RealNode:
+    cp = components.ControlPlane(Layout(root), "10.244.7.1", "pjk0000", "10.244.7.0/24", PORTS, "box",
+                                 NodeOptions(kind="real", registry=registry))
+    return config.RealNode(cp, config.NodePorts(kubelet=10250, healthz=10248), Path("/usr/sbin/runc"),
+                           Path("/usr/lib/cni"), registry)
+
+
+@pytest.fixture
+def node(tmp_path) -> config.RealNode:
+    return real_node(tmp_path / "c")
+
+
+def test_containerd_keeps_root_state_and_sockets_in_the_clusters_folder(node):
+    got = tomllib.loads(config.containerd_config(node))
+    folder = node.layout.root / "node" / "containerd"
+    assert got["version"] == 3
+    assert (got["root"], got["state"]) == (str(folder / "root"), str(folder / "state"))
+    assert got["grpc"]["address"] == str(folder / "containerd.sock")
+    assert got["ttrpc"]["address"] == str(folder / "containerd.sock.ttrpc")
+    assert got["debug"]["address"] == str(folder / "debug.sock")
+    # NRI's socket and the opt plugin's folder would be the machine's.
+    assert got["disabled_plugins"] == ["io.containerd.nri.v1.nri"]
+    assert got["plugins"]["io.containerd.internal.v1.opt"] == {"path": str(folder / "opt")}
+
+
+def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_image(node):
+    plugins = tomllib.loads(config.containerd_config(node))["plugins"]
+    images, runtime = plugins["io.containerd.cri.v1.images"], plugins["io.containerd.cri.v1.runtime"]
+    assert images["snapshotter"] == "overlayfs"
+    assert images["pinned_images"] == {"sandbox": build.PAUSE_IMAGE}
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runtime["containerd"]["default_runtime_name"] == "runc"
+    assert runc == {"runtime_type": "io.containerd.runc.v2",
+                    "options": {"BinaryName": "/usr/sbin/runc", "SystemdCgroup": False,
+                                "Root": str(node.layout.root / "node" / "containerd" / "state" / "runc")}}
+    # Root without CAP_SYS_RESOURCE cannot lower oom_score_adj below containerd's own.
+    assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["netns_mounts_under_state_dir"] is True
+    assert runtime["cni"] == {"bin_dirs": ["/usr/lib/cni"], "conf_dir": str(node.layout.root / "node" / "cni" / "net.d"),
+                              "max_conf_num": 1}
+    assert plugins["io.containerd.grpc.v1.cri"] == {"stream_server_address": "127.0.0.1", "stream_server_port": "0"}
+
+
+def test_registry_hosts_send_every_image_name_to_the_registry_given(tmp_path):
+    node = real_node(tmp_path / "c", registry="127.0.0.1:5000")
+    hosts_dir = tomllib.loads(config.containerd_config(node))["plugins"]["io.containerd.cri.v1.images"]["registry"]
+    assert hosts_dir == {"config_path": str(tmp_path / "c" / "node" / "certs.d")}
+    files = config.registry_hosts(node)
+    assert list(files) == [tmp_path / "c" / "node" / "certs.d" / "_default" / "hosts.toml"]
+    assert tomllib.loads(files[next(iter(files))]) == {"host": {"http://127.0.0.1:5000": {"capabilities": ["pull", "resolve"]}}}
+    assert config.registry_hosts(real_node(tmp_path / "d")) == {}
+
+
+def test_the_cni_bridge_is_the_clusters_with_addresses_from_its_subnet(node):
+    got = json.loads(config.cni_conflist(node))
+    assert got["cniVersion"] == "1.0.0" and got["name"] == "pjk0000"
+    (bridge,) = got["plugins"]
+    assert (bridge["type"], bridge["bridge"]) == ("bridge", "pjk0000")
+    # The gateway address is on the bridge already (the pod network step): the plugin changes nothing on the host.
+    assert (bridge["isGateway"], bridge["ipMasq"]) == (False, False)
+    assert bridge["ipam"] == {"type": "host-local", "dataDir": str(node.layout.root / "node" / "cni" / "ipam"),
+                              "ranges": [[{"subnet": "10.244.7.0/24", "gateway": "10.244.7.1"}]],
+                              "routes": [{"dst": "0.0.0.0/0", "gw": "10.244.7.1"}]}
+
+
+def test_the_kubelet_runs_in_the_clusters_cgroup_with_cgroupfs_and_leaves_iptables_alone(node):
+    got = yaml.safe_load(config.kubelet_config(node))
+    assert (got["apiVersion"], got["kind"]) == ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration")
+    assert got["cgroupDriver"] == "cgroupfs"
+    assert got["cgroupRoot"] == f"/{cgroups.cluster_name(node.layout.root)}"
+    assert (got["failCgroupV1"], got["failSwapOn"], got["makeIPTablesUtilChains"]) == (False, False, False)
+    assert got["protectKernelDefaults"] is False
+    socket = f"unix://{node.layout.root}/node/containerd/containerd.sock"
+    assert got["containerRuntimeEndpoint"] == got["imageServiceEndpoint"] == socket
+    assert got["podLogsDir"] == str(node.layout.root / "node" / "pod-logs")
+
+
+def test_the_kubelet_answers_only_clients_the_clusters_ca_signed_and_the_api_server_authorizes(node):
+    got = yaml.safe_load(config.kubelet_config(node))
+    pki = node.layout.pki
+    assert got["authentication"] == {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                                     "x509": {"clientCAFile": str(pki / "ca.crt")}}
+    assert got["authorization"] == {"mode": "Webhook"}
+    assert (got["address"], got["port"], got["readOnlyPort"]) == ("10.244.7.1", 10250, 0)
+    assert (got["healthzBindAddress"], got["healthzPort"]) == ("127.0.0.1", 10248)
+    assert (got["tlsCertFile"], got["tlsPrivateKeyFile"]) == (str(pki / "kubelet-serving-box.crt"),
+                                                              str(pki / "kubelet-serving-box.key"))
+    cert = config.serving_certificate(node)
+    assert (cert.stem, cert.cn, cert.org, cert.server, cert.ips) == (
+        "kubelet-serving-box", "system:node:box", "system:nodes", True, ("10.244.7.1",))
+
+
+def test_the_kubelet_registers_as_its_node_with_the_node_certificate(node):
+    kubelet = config.kubelet(node)
+    flags = dict(a[2:].split("=", 1) for a in kubelet.argv[1:])
+    root = node.layout.root
+    assert kubelet.argv[0] == str(build.path("kubelet"))
+    assert flags == {"config": str(root / "node" / "kubelet-config.yaml"),
+                     "kubeconfig": str(root / "kubeconfigs" / "kubelet.yaml"), "root-dir": str(root / "node" / "kubelet"),
+                     "cert-dir": str(root / "node" / "kubelet" / "pki"), "hostname-override": "box",
+                     "node-ip": "10.244.7.1"}
+    kubeconfig = yaml.safe_load(kubelet.files[root / "kubeconfigs" / "kubelet.yaml"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.244.7.1:6443"
+    # The certificates step issues kubelet-<node> as system:node:<node> in system:nodes.
+    assert kubeconfig["users"][0]["user"]["client-certificate"] == str(root / "pki" / "kubelet-box.crt")
+    issued = {c.stem: c for c in components.certificates(node.control_plane)}
+    assert (issued["kubelet-box"].cn, issued["kubelet-box"].org) == ("system:node:box", "system:nodes")
+
+
+def test_containerd_is_started_with_its_config_and_finds_its_shim(node):
+    containerd = config.containerd(node)
+    folder = node.layout.root / "node"
+    assert containerd.argv == [str(build.path("containerd")), "--config", str(folder / "containerd" / "config.toml")]
+    assert containerd.env["PATH"].split(":")[0] == str(build.path("containerd-shim-runc-v2").parent)
+    assert set(containerd.files) == {folder / "containerd" / "config.toml", folder / "cni" / "net.d" / config.CNI_CONFLIST}
+
+
+def test_a_folder_too_deep_for_containerds_sockets_is_refused_naming_the_socket(tmp_path):
+    deep = tmp_path / ("d" * 100)
+    with pytest.raises(ValueError, match=r"containerd\.sock\.ttrpc is \d+ characters, over the 107 .* shorter folder"):
+        config.check_sockets(config.Folders.of(Layout(deep)))
+    config.check_sockets(config.Folders.of(Layout(Path("/tmp/c"))))
+
+
+def test_toml_quotes_keys_with_dots_and_writes_nested_tables():
+    text = config.toml({"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}})
+    assert tomllib.loads(text) == {"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}}

@@ -1,0 +1,117 @@
+"""What the real node changes on the machine is undone: the kernel settings put back by the last
+cluster down, mounts under the node's folder detached, the cluster's cgroups killed and removed in
+every hierarchy. Mounts and cgroups are the machine's own (root needed: skipped, saying why, without)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generator.controlplane.kubelet import cgroups
+from generator.controlplane.realnode import host
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="mounts and cgroups of the machine need root")
+
+
+@pytest.fixture
+def sysctls(tmp_path) -> Path:
+    """A folder laid out as /proc/sys, holding the three settings as this machine's kind has them."""
+    folder = tmp_path / "sys"
+    for name, value in {"vm.overcommit_memory": "0", "kernel.panic": "0", "kernel.panic_on_oops": "0"}.items():
+        path = folder / name.replace(".", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+    return folder
+
+
+def kubelet_sets(folder: Path) -> None:
+    """What the kubelet does at start with protectKernelDefaults: false."""
+    for name, value in {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}.items():
+        (folder / name).write_text(value + "\n")
+
+
+def values(folder: Path) -> dict[str, str]:
+    return {n: (folder / n.replace(".", "/")).read_text().strip() for n in host.KERNEL_SETTINGS}
+
+
+def test_the_last_cluster_down_puts_back_the_settings_from_before_the_first_kubelet(tmp_path, sysctls):
+    record = tmp_path / "run" / "kernel-settings.json"
+    before = values(sysctls)
+    assert host.hold_kernel_settings(Path("/a"), record, sysctls) == before
+    kubelet_sets(sysctls)
+    # A second cluster records nothing new: the values are the first one's.
+    assert host.hold_kernel_settings(Path("/b"), record, sysctls) == before
+    assert host.release_kernel_settings(Path("/a"), record, sysctls) == []
+    assert values(sysctls) == {"vm.overcommit_memory": "1", "kernel.panic": "10", "kernel.panic_on_oops": "1"}
+    assert host.release_kernel_settings(Path("/b"), record, sysctls) == [
+        "vm.overcommit_memory=0", "kernel.panic=0", "kernel.panic_on_oops=0"]
+    assert values(sysctls) == before and not record.exists()
+    # A cluster that held nothing (or a second down) changes nothing.
+    kubelet_sets(sysctls)
+    assert host.release_kernel_settings(Path("/a"), record, sysctls) == []
+    assert values(sysctls)["kernel.panic"] == "10"
+
+
+@needs_root
+def test_every_mount_under_the_node_folder_is_detached_deepest_first(tmp_path):
+    node = tmp_path / "node"
+    upper = node / "containerd" / "state" / "rootfs"
+    upper.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(upper)], check=True)
+    (upper / "shm").mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(upper / "shm")], check=True)
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(beside)], check=True)
+    try:
+        assert host.mounts_under(node) == [upper / "shm", upper]
+        assert host.unmount_all(node) == (2, [])
+        assert host.mounts_under(node) == []
+        assert host.mounts_under(beside) == [beside]  # outside the node's folder: left alone
+    finally:
+        subprocess.run(["umount", "-R", str(beside)], check=False)
+        subprocess.run(["umount", "-R", str(upper)], check=False)
+
+
+def writable_cgroups() -> bool:
+    return ROOT and bool(host.hierarchies()) and all(os.access(h, os.W_OK) for h in host.hierarchies())
+
+
+@pytest.mark.skipif(not writable_cgroups(), reason="needs root and writable cgroup hierarchies")
+def test_the_clusters_cgroup_is_made_in_every_hierarchy_and_teardown_kills_and_removes_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "KERNEL_RECORD", tmp_path / "no-record.json")
+    cluster = tmp_path / "cluster"
+    made = host.make_cgroup_root(cluster)
+    assert made == [h / cgroups.cluster_name(cluster) for h in host.hierarchies()] and all(p.is_dir() for p in made)
+    cpuset = next((p for p in made if (p / "cpuset.cpus").exists()), None)
+    if cpuset is not None:  # a new cpuset cgroup is empty until given its parent's CPUs and memory nodes
+        assert (cpuset / "cpuset.cpus").read_text() == (cpuset.parent / "cpuset.cpus").read_text()
+        assert (cpuset / "cpuset.mems").read_text() == (cpuset.parent / "cpuset.mems").read_text()
+    # A container's process, in a pod's cgroup below the root in every hierarchy, as runc puts it.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        for folder in made:
+            pod = folder / "kubepods" / "podx"
+            pod.mkdir(parents=True)
+            if (pod / "cpuset.cpus").exists():
+                (folder / "kubepods" / "cpuset.cpus").write_text((folder / "cpuset.cpus").read_text())
+                (folder / "kubepods" / "cpuset.mems").write_text((folder / "cpuset.mems").read_text())
+                (pod / "cpuset.cpus").write_text((folder / "cpuset.cpus").read_text())
+                (pod / "cpuset.mems").write_text((folder / "cpuset.mems").read_text())
+            (pod / "cgroup.procs").write_text(str(proc.pid))
+        done, problems = host.teardown(cluster)
+        assert proc.wait(10) == -9
+        assert problems == [] and done[0] == "1 container processes (killed)"
+        assert not any(p.exists() for p in made)
+    finally:
+        proc.kill()
+        for folder in made:
+            for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if sub.is_dir():
+                    sub.rmdir()
+            if folder.is_dir():
+                folder.rmdir()
