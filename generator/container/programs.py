@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from generator import paths
-from generator.container.command import ENTRYPOINT
+from generator.container.command import ENTRYPOINT, PathError, container_path
 
 HOST = "host"  # runs on this machine's filesystem; volume paths in args and env become their folders
 PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
@@ -58,7 +58,17 @@ class Program:
         """(PATH, DIR) for a user image with a folder: where in the container DIR's files are."""
         if self.code is None:
             return None
-        return self.code_path or posixpath.normpath(container.get("workingDir") or CODE_PATH), self.code
+        if self.code_path:
+            return self.code_path, self.code
+        # Mapped without PATH, the workingDir is where the code mounts: checked as a PATH would be.
+        at = container_path("workingDir", container["workingDir"]) if container.get("workingDir") else CODE_PATH
+        needed = hides(at)
+        if needed:
+            raise PathError("workingDir", f'workingDir "{container["workingDir"]}" is where image {self.repository}\'s '
+                                          f"folder {self.code} mounts, and it would hide {needed}, which the container "
+                                          f"needs from this machine; set workingDir to the folder the image keeps its "
+                                          f"code in, such as {CODE_PATH}, or map the image as DIR:PATH")
+        return at, self.code
 
 
 class ImagePullError(Exception):
@@ -167,6 +177,12 @@ def _needed() -> list[str]:
     return found
 
 
+def hides(at: str) -> str:
+    """The first folder the container needs from this machine that a code folder mounted at the
+    normalised path `at` would hide; '' when none."""
+    return next((n for n in _needed() if n == at or n.startswith(at.rstrip("/") + "/")), "")
+
+
 def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) -> tuple[str, str]:
     """One `--image` value -> (repository, target): KNOWN, `host`, or DIR[:PATH] with DIR made
     absolute. Raises ValueError with what to write instead."""
@@ -187,9 +203,9 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
         raise ValueError(f"{value!r}: {folder} is not a folder here, nor a known image; {forms}")
     if at is not None:
         normal = posixpath.normpath(at)
-        hidden = [n for n in _needed() if n == normal or n.startswith(normal.rstrip("/") + "/")]
+        hidden = hides(normal)
         if hidden:
-            raise ValueError(f"{value!r}: PATH {at} would hide {hidden[0]}, which the container needs from this "
+            raise ValueError(f"{value!r}: PATH {at} would hide {hidden}, which the container needs from this "
                              f"machine; use the folder the image keeps its code in, such as {CODE_PATH}")
         at = normal
     return repo, str(where.resolve()) + (f":{at}" if at else "")

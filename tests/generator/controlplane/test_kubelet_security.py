@@ -1,6 +1,6 @@
 """A container's securityContext as the process node applies it: who it runs as, what it may do,
 what it sees of the cluster's folder, and the runAsNonRoot refusal a kubelet gives. The last
-tests start real containers (as root, with util-linux's unshare and setpriv)."""
+tests start real containers (as root)."""
 from __future__ import annotations
 
 import os
@@ -26,19 +26,35 @@ def test_the_containers_fields_win_over_the_pods_and_groups_come_from_fs_group_a
     pod = {"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000, "supplementalGroups": [3000]}}
     got = security.identity(pod, {"name": "c", "securityContext": {"runAsUser": 1500}}, SHELL, POD)
     assert (got.uid, got.gid, got.groups) == (1500, 1000, (2000, 3000))
-    assert got.argv() == ["setpriv", "--reuid=1500", "--regid=1000", "--groups=2000,3000", "--"]
+    assert got.spec() == {"uid": 1500, "gid": 1000, "groups": [2000, 3000], "drop": [], "no_new_privs": False}
 
 
-def test_capabilities_no_new_privs_and_a_read_only_root_become_setpriv_options():
+@pytest.mark.parametrize(("context", "gid"), [
+    ({"runAsUser": 1000}, 1000),  # the user's own group, never root's
+    ({"runAsUser": 1000, "runAsGroup": 0}, 0),  # asked for: given
+    ({"runAsUser": TRAINER.user[0]}, TRAINER.user[1]),  # the image's own user keeps the image's group
+    ({}, TRAINER.user[1]),
+])
+def test_run_as_user_without_run_as_group_gets_a_group_of_its_own_not_root(context, gid):
+    got = security.identity({"securityContext": {"runAsNonRoot": True, **context}}, {"name": "c"}, TRAINER, POD)
+    assert got.gid == gid
+
+
+def test_capabilities_no_new_privs_and_a_read_only_root_become_what_the_container_starts_with():
     sc = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
           "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
     got = security.identity({}, {"name": "c", "securityContext": sc}, SHELL, POD)
     assert got.read_only_root and got.uid == 0
-    assert got.argv() == ["setpriv", "--reuid=0", "--regid=0", "--clear-groups",
-                          "--bounding-set=-all,+net_bind_service", "--inh-caps=-all", "--no-new-privs", "--"]
+    every_but_net_bind_service = [c for c in range(len(security.CAPABILITIES)) if c != 10]
+    assert got.spec() == {"uid": 0, "gid": 0, "groups": [], "drop": every_but_net_bind_service, "no_new_privs": True}
     some = security.identity({}, {"name": "c", "securityContext": {"capabilities": {"drop": ["CAP_NET_RAW", "chown"]}}},
                              SHELL, POD)
-    assert some.bounding == ("-net_raw", "-chown")
+    assert some.dropped() == [0, 13]  # chown, net_raw
+
+
+def test_a_capability_linux_does_not_have_is_refused_naming_it():
+    with pytest.raises(security.CapabilityError, match='names "net_rw", which is not a Linux capability'):
+        security.identity({}, {"name": "c", "securityContext": {"capabilities": {"drop": ["NET_RW"]}}}, SHELL, POD)
 
 
 @pytest.mark.parametrize(("pod", "container", "message"), [
@@ -66,8 +82,7 @@ def test_fields_this_node_cannot_apply_are_named():
 
 
 # --- real containers --------------------------------------------------------------------------
-needs_tools = pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")),
-                                 reason="needs root and util-linux's unshare and setpriv")
+needs_tools = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
 @pytest.fixture
@@ -167,14 +182,6 @@ def test_a_non_root_trainer_writes_its_own_folders_though_the_folders_above_them
     assert proc.wait(60) == 0, lines
     proc.reader.join(5)
     assert lines == ["1000"] and (output / "model.pt").read_text() == "x"
-
-
-def test_without_setpriv_a_container_with_a_security_context_is_refused_rather_than_run_as_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(security.shutil, "which", lambda name: None)
-    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "sh"}, SHELL, POD)
-    with pytest.raises(runtime.StartError, match="util-linux's setpriv, which is not on PATH"):
-        runtime.start(SHELL, {"name": "sh", "command": ["true"]}, {"PATH": "/usr/bin:/bin"}, {}, "p",
-                      tmp_path / "hosts", tmp_path / "w", tmp_path, None, print, identity=identity)
 
 
 @needs_tools
