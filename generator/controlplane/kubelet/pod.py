@@ -441,8 +441,7 @@ class PodWorker(threading.Thread):
                 # with its env and folder, not this machine's view or the env of whoever started the cluster.
                 if c.proc is None or c.proc.poll() is not None:
                     return False, "the container is not running"
-                done = runtime.exec_in(c.proc.pid, c.identity, spec["exec"]["command"], c.proc.env, c.proc.cwd,
-                                       timeout)
+                done = runtime.exec_in(c.proc.pid, c.identity, spec["exec"]["command"], c.proc.env, timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
             return False, "only httpGet, tcpSocket and exec probes run on the process node"
         except Exception as exc:

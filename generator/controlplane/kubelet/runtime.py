@@ -285,8 +285,7 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
         raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc
     finally:
         os.close(channel)
-    # What exec probes run beside it with: the container's env and folder, not the node's.
-    proc.env, proc.cwd = ready.env, ready.cwd if inside else launch
+    proc.env = ready.env  # what exec probes run beside it with: the container's env, not the node's
     return proc
 
 
@@ -361,27 +360,28 @@ def hidden(root: Path, keep: list[Path], identity: security.Identity | None) -> 
     return Hidden(top, tuple(dict.fromkeys(keep)))
 
 
-def exec_in(pid: int, identity: security.Identity | None, argv: list[str], env: dict[str, str], cwd: Path | None,
+def exec_in(pid: int, identity: security.Identity | None, argv: list[str], env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess:
     """`argv` run beside the container whose first process is `pid` (an exec probe): in its mount,
-    UTS and network namespaces, as its user. The child joins the namespaces and drops its
-    privileges itself before it execs anything, so whatever the container has put at a path in
+    UTS and network namespaces and its working folder, as its user. The child joins them and drops
+    its privileges itself before it execs anything, so whatever the container has put at a path in
     its own view (a file bound over /usr/bin/setpriv) runs, if at all, as the container's user."""
-    names = ("net", "uts", "mnt")  # the mount namespace last: the others are found through this machine's /proc
-    spaces = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in names]
+    # Opened here, through this machine's /proc: the mount namespace is joined last, and the
+    # container's folder may be one only its own mounts show.
+    opened = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in ("net", "uts", "mnt")]
+    opened.append(os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
     user = identity.spec() if identity else None
 
     def join() -> None:
-        for fd in spaces:
+        for fd in opened[:-1]:
             if enter._libc.setns(fd, 0) != 0:  # noqa: SLF001 (enter.py's libc, loaded before the fork)
                 raise OSError(ctypes.get_errno(), "setns")
-        if cwd is not None:
-            os.chdir(cwd)
+        os.fchdir(opened[-1])
         if user:
             enter.become(user)
 
     try:
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=join)
     finally:
-        for fd in spaces:
+        for fd in opened:
             os.close(fd)

@@ -30,7 +30,7 @@ def test_the_containers_fields_win_over_the_pods_and_groups_come_from_fs_group_a
 
 
 @pytest.mark.parametrize(("context", "gid"), [
-    ({"runAsUser": 1000}, 1000),  # the user's own group, never root's
+    ({"runAsUser": 2000}, 2000),  # the user's own group, never root's
     ({"runAsUser": 1000, "runAsGroup": 0}, 0),  # asked for: given
     ({"runAsUser": TRAINER.user[0]}, TRAINER.user[1]),  # the image's own user keeps the image's group
     ({}, TRAINER.user[1]),
@@ -202,3 +202,29 @@ def test_a_non_root_trainer_runs_code_that_lies_under_a_folder_it_cannot_pass(cl
     assert proc.wait(60) == 0, lines
     proc.reader.join(5)
     assert lines == ["hello as 1000", "child ran"]
+
+
+HELPERS = ("nsenter", "unshare", "sh", "mount", "mkdir", "touch", "setpriv", "env", "printf", "python3", "id", "true")
+
+
+@needs_tools
+def test_no_program_on_the_pods_path_runs_as_root_while_the_node_sets_the_container_up(cluster):
+    root, mine, _ = cluster
+    fakes = root.parent / "fakes"  # a folder the pod can write (its emptyDir, the host's /tmp)
+    fakes.mkdir(mode=0o777)
+    fakes.chmod(0o777)
+    for name in HELPERS:
+        (fakes / name).write_text(f"#!/bin/sh\necho \"{name} $(/usr/bin/id -u)\" >> {fakes}/ran\n")
+        (fakes / name).chmod(0o755)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["true"], "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets", "readOnly": True}]}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": f"{fakes}:/usr/bin:/bin"}, {"token": mine / "volumes" / "token"},
+                         "mine", mine / "hosts", mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    # Only the container's own program came from its PATH, and ran as its user.
+    assert (fakes / "ran").read_text() == "true 1000\n"
