@@ -228,3 +228,51 @@ def test_no_program_on_the_pods_path_runs_as_root_while_the_node_sets_the_contai
     proc.reader.join(5)
     # Only the container's own program came from its PATH, and ran as its user.
     assert (fakes / "ran").read_text() == "true 1000\n"
+
+
+@needs_tools
+def test_a_sub_path_swapped_for_a_link_after_the_check_is_refused_not_followed(cluster, monkeypatch):
+    root, mine, _ = cluster
+    volume = mine / "volumes" / "scratch"
+    (volume / "data").mkdir(parents=True)
+    checked = runtime.prepare
+
+    def racing(*args, **kwargs):  # another container of the pod, writing the same volume at the worst moment
+        ready = checked(*args, **kwargs)
+        (volume / "data").rename(volume / "data.old")
+        (volume / "data").symlink_to(root / "pki")
+        return ready
+
+    monkeypatch.setattr(runtime, "prepare", racing)
+    lines: list[str] = []
+    proc = runtime.start(SHELL, {"name": "sh", "command": ["sh", "-c", "cat /var/run/x/ca.key"],
+                                 "volumeMounts": [{"name": "scratch", "mountPath": "/var/run/x", "subPath": "data"}]},
+                         {"PATH": "/usr/bin:/bin"}, {"scratch": volume}, "mine", mine / "hosts", mine / "workdir", mine,
+                         None, lines.append, hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 128
+    proc.reader.join(5)
+    assert lines == [f"the process node could not set up the container: cannot mount {volume / 'data'}: Too many levels "
+                     "of symbolic links (a link inside a volume is not followed)"]
+
+
+@needs_tools
+def test_a_volume_mounted_over_the_nodes_programs_only_ever_runs_as_the_containers_user(cluster):
+    root, mine, _ = cluster
+    tools = mine / "volumes" / "tools"
+    tools.mkdir(parents=True, mode=0o777)
+    tools.chmod(0o777)
+    shutil.copy("/bin/dash", tools / "dash")  # the fakes' own shell: /bin is the volume now
+    who = 'while read -r key value rest; do [ "$key" = Uid: ] && echo "{name} $value" >> {log}; done < /proc/self/status\nexit 0\n'
+    for name in ("mount", "mkdir", "touch", "setpriv", "env", "python3", "sh", "true"):
+        (tools / name).write_text(f"#!{tools}/dash\n" + who.format(name=name, log=tools / "ran"))
+        (tools / name).chmod(0o755)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["true"], "securityContext": {"capabilities": {"drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "tools", "mountPath": "/usr/bin", "readOnly": True}]}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": "/usr/bin:/bin"}, {"tools": tools}, "mine", mine / "hosts",
+                         mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert (tools / "ran").read_text() == "true 1000\n"  # the container's own program, as its user; no helper
