@@ -115,8 +115,8 @@ def container_path(field: str, value: str) -> str:
     refused. Joined under a folder of this machine, a `..` would climb out of it, and the node
     makes these folders as root."""
     if ".." in value.split("/"):
-        raise PathError(field, f'{field} "{value}" contains "..", which this node refuses (it would lead out of the '
-                               "pod's own folders); write the path without '..'")
+        raise PathError(field, f'{field} is "{value}", which contains "..": refused, as it would lead out of the '
+                               "pod's own folders; write the path without '..'")
     return "/" + "/".join(part for part in value.split("/") if part not in ("", "."))
 
 

@@ -29,6 +29,10 @@ SHELL = "shell"  # a shell image: this machine's sh and coreutils, the pod's res
 USER_HOST = "host"  # --image REPO=host
 CODE_PATH = "/workspace"  # where an image holds its code when neither PATH nor workingDir says
 USER_ROLE = "user"
+# This machine's own folders: a code folder's mount point, made where missing, is never made in them
+# from a pod's workingDir (the node makes it as root: /etc/nologin would lock out every other user).
+SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/var", "/run",
+          "/proc", "/sys", "/dev")
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class Program:
             return self.code_path, self.code
         # Mapped without PATH, the workingDir is where the code mounts: checked as a PATH would be.
         at = container_path("workingDir", container["workingDir"]) if container.get("workingDir") else CODE_PATH
-        needed = hides(at)
+        needed = hides(at) or next((f for f in SYSTEM if at == f or at.startswith(f + "/")), "")
         if needed:
             raise PathError("workingDir", f'workingDir "{container["workingDir"]}" is where image {self.repository}\'s '
                                           f"folder {self.code} mounts, and it would hide {needed}, which the container "
