@@ -276,3 +276,27 @@ def test_a_volume_mounted_over_the_nodes_programs_only_ever_runs_as_the_containe
     assert proc.wait(60) == 0, lines
     proc.reader.join(5)
     assert (tools / "ran").read_text() == "true 1000\n"  # the container's own program, as its user; no helper
+
+
+@needs_tools
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler to build the preloaded library")
+def test_ld_preload_in_the_pods_env_reaches_only_its_program_as_its_user(cluster):
+    import subprocess
+
+    root, mine, _ = cluster
+    lib = root.parent / "lib"
+    lib.mkdir(mode=0o777)
+    lib.chmod(0o777)
+    (lib / "who.c").write_text(
+        "#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void who(void) {\n"
+        f'  FILE *f = fopen("{lib}/loaded", "a"); if (f) {{ fprintf(f, "%d\\n", (int)getuid()); fclose(f); }}\n}}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib / "who.so"), str(lib / "who.c")], check=True)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["/bin/true"], "securityContext": {"capabilities": {"drop": ["ALL"]}}}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(lib / "who.so")}, {}, "mine",
+                         mine / "hosts", mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert (lib / "loaded").read_text() == "1000\n"  # loaded once: by the container's program, as its user
