@@ -101,6 +101,25 @@ class NoCommand(Exception):
     """A user image's container sets no command, and its ENTRYPOINT is not known on this machine."""
 
 
+class PathError(ValueError):
+    """A path in the container spec that would lead out of where it belongs (`..`), or hide what
+    the container needs: refused before anything is made or started. `field` names it."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def container_path(field: str, value: str) -> str:
+    """`value` (workingDir, a mountPath) as one absolute path: `.` and repeated slashes gone, `..`
+    refused. Joined under a folder of this machine, a `..` would climb out of it, and the node
+    makes these folders as root."""
+    if ".." in value.split("/"):
+        raise PathError(field, f'{field} is "{value}", which contains "..": refused, as it would lead out of the '
+                               "pod's own folders; write the path without '..'")
+    return "/" + "/".join(part for part in value.split("/") if part not in ("", "."))
+
+
 def on_host(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[str, str], mounts: dict[str, Path],
             own: Path, given: dict[str, str] | None = None, code: tuple[str, Path] | None = None,
             code_mounted: bool = False) -> HostCommand:
@@ -123,7 +142,8 @@ def on_host(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[
     mapped = {k: v if given.get(k) == v else map_path(v, mounts) for k, v in env.items()}
     if entrypoint:  # the trainer's OUTPUT_DIR contract; your code's variables are yours
         own_output(mapped, mounts, own / "output")
-    start = container.get("workingDir") or (code[0] if code else None)
+    start = container.get("workingDir") and container_path("workingDir", container["workingDir"])
+    start = start or (code[0] if code else None)
     if not start:
         return HostCommand(argv, mapped, None)
     folder = map_path(start, mounts)

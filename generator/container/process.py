@@ -64,7 +64,7 @@ class Process:
     """A started container process. `on_line` gets each line of its merged stdout and stderr."""
 
     def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None], cwd: Path | None = None,
-                 preexec_fn: Callable[[], None] | None = None, isolate: bool = False):
+                 preexec_fn: Callable[[], None] | None = None, isolate: bool = False, pass_fds: tuple[int, ...] = ()):
         # OSError (no such program, ...) reaches the caller: it decides what "could not start" means.
         self.isolated = isolate and pid_namespaces()
         if self.isolated:
@@ -72,7 +72,7 @@ class Process:
             argv = _init(argv)
         self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, bufsize=1, errors="replace",
-                                     start_new_session=True, preexec_fn=preexec_fn)
+                                     start_new_session=True, preexec_fn=preexec_fn, pass_fds=pass_fds)
         self.env, self.cwd = env, cwd  # what it runs with, for commands run beside it (exec probes)
         self.started = time.monotonic()
         self.reader = threading.Thread(target=self._read, args=(on_line,), daemon=True)

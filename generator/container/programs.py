@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from generator import paths
-from generator.container.command import ENTRYPOINT
+from generator.container.command import ENTRYPOINT, PathError, container_path
 
 HOST = "host"  # runs on this machine's filesystem; volume paths in args and env become their folders
 PRIVATE = "private"  # runs in a private mount namespace with each volume mounted at its mountPath
@@ -29,6 +29,10 @@ SHELL = "shell"  # a shell image: this machine's sh and coreutils, the pod's res
 USER_HOST = "host"  # --image REPO=host
 CODE_PATH = "/workspace"  # where an image holds its code when neither PATH nor workingDir says
 USER_ROLE = "user"
+# This machine's own folders: a code folder's mount point, made where missing, is never made in them
+# from a pod's workingDir (the node makes it as root: /etc/nologin would lock out every other user).
+SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/var", "/run",
+          "/proc", "/sys", "/dev")
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,17 @@ class Program:
         """(PATH, DIR) for a user image with a folder: where in the container DIR's files are."""
         if self.code is None:
             return None
-        return self.code_path or posixpath.normpath(container.get("workingDir") or CODE_PATH), self.code
+        if self.code_path:
+            return self.code_path, self.code
+        # Mapped without PATH, the workingDir is where the code mounts: checked as a PATH would be.
+        at = container_path("workingDir", container["workingDir"]) if container.get("workingDir") else CODE_PATH
+        needed = would_hide(at) or next((f for f in SYSTEM if at == f or at.startswith(f + "/")), "")
+        if needed:
+            raise PathError("workingDir", f'workingDir "{container["workingDir"]}" is where image {self.repository}\'s '
+                                          f"folder {self.code} mounts, and it would hide {needed}, which the container "
+                                          f"needs from this machine; set workingDir to the folder the image keeps its "
+                                          f"code in, such as {CODE_PATH}, or map the image as DIR:PATH")
+        return at, self.code
 
 
 class ImagePullError(Exception):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.container import machine, programs
-from generator.container.command import NoCommand, on_host
+from generator.container.command import NoCommand, PathError, on_host
 from generator.container.env import ConfigError, ShellSources, container_env
 from generator.container.ports import free_port
 from generator.errors import Finding, UserError
@@ -217,6 +217,9 @@ def _replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, 
     except ConfigError as exc:
         problems_here.append(Finding(f"{cwhere}.env", str(exc),
                                      hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
+        host = None
+    except PathError as exc:
+        problems_here.append(Finding(f"{cwhere}.{exc.field}", str(exc)))
         host = None
     except NoCommand as exc:
         problems_here.append(Finding(f"{cwhere}.command", f"{exc} ({program.repository} runs as {program.what})",

@@ -267,3 +267,48 @@ def test_an_exec_probe_runs_as_the_containers_user(cluster):
                  "the probe, run as uid 1000, to pass")
     finally:
         delete(core, "sec-probe")
+
+
+HELPERS = ("nsenter", "unshare", "sh", "mount", "mkdir", "touch", "setpriv", "env", "printf", "python3", "id", "true")
+
+
+def test_a_restricted_pod_gets_no_program_on_its_path_run_as_root(cluster):
+    """A pod PodSecurity `restricted` admits, whose PATH starts with a folder it could write (here
+    one of this machine's, made for the test): every program the node might look up there is a fake
+    that writes who ran it. Only the container's own program may run, as its user."""
+    import shutil
+    import tempfile
+
+    from kubernetes import client
+
+    core = cluster.core()
+    fakes = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pjk-fakes-"))
+    namespace = "sec-restricted"
+    try:
+        fakes.chmod(0o777)
+        for name in HELPERS:
+            (fakes / name).write_text(f"#!/bin/sh\necho \"{name} $(/usr/bin/id -u)\" >> {fakes}/ran\n")
+            (fakes / name).chmod(0o755)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+            name=namespace, labels={"pod-security.kubernetes.io/enforce": "restricted"})))
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fakes", "namespace": namespace},
+               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                            "seccompProfile": {"type": "RuntimeDefault"}},
+                        "volumes": [{"name": "scratch", "emptyDir": {}}],
+                        "containers": [{"name": "main", "image": "busybox", "command": ["true"],
+                                        "env": [{"name": "PATH", "value": f"{fakes}:/usr/bin:/bin"}],
+                                        "volumeMounts": [{"name": "scratch", "mountPath": "/var/run/scratch"}],
+                                        "securityContext": {"allowPrivilegeEscalation": False,
+                                                            "capabilities": {"drop": ["ALL"]}}}]}}
+        core.create_namespaced_pod(namespace, pod)  # admitted: it meets `restricted`
+
+        def phase() -> str:
+            return core.read_namespaced_pod("fakes", namespace).status.phase
+
+        wait_for(lambda: phase() in ("Succeeded", "Failed"), 60, "the pod to finish")
+        assert phase() == "Succeeded"
+        assert (fakes / "ran").read_text() == "true 1000\n"  # its own program, as its user; no helper of the node's
+    finally:
+        core.delete_namespace(namespace, grace_period_seconds=0)
+        shutil.rmtree(fakes)

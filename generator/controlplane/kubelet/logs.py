@@ -141,28 +141,47 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.2)
 
 
-HANDSHAKE_SECONDS = 10.0
+HANDSHAKE_SECONDS = 5.0
+# Connections not yet known to be the API server's, at once: pods on the bridge reach this port,
+# and each such connection is a thread until its handshake ends or times out. Past the cap a new
+# one is closed at once; the API server's own requests stream for as long as they need.
+MAX_UNAUTHENTICATED = 16
 
 
 class _TLSServer(http.server.ThreadingHTTPServer):
     """TLS per connection, in the connection's own thread and with a deadline, so that a client
-    that connects and says nothing holds up nobody else; and only the API server gets an answer."""
+    that connects and says nothing holds up nobody else; at most MAX_UNAUTHENTICATED of those at
+    a time; and only the API server gets an answer."""
 
     daemon_threads = True
     context: ssl.SSLContext
     client_cn: str
+    unauthenticated: threading.BoundedSemaphore
+
+    def process_request(self, request, client_address):
+        if not self.unauthenticated.acquire(blocking=False):
+            self.shutdown_request(request)  # no thread for it: closed now
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.unauthenticated.release()
+            raise
 
     def finish_request(self, request, client_address):
-        request.settimeout(HANDSHAKE_SECONDS)
         try:
-            tls = self.context.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError):
-            request.close()
-            return
-        subject = dict(field[0] for field in (tls.getpeercert() or {}).get("subject", ()))
-        if subject.get("commonName") != self.client_cn:  # signed by the cluster's CA, but not the API server
-            tls.close()
-            return
+            request.settimeout(HANDSHAKE_SECONDS)
+            try:
+                tls = self.context.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError):
+                request.close()
+                return
+            subject = dict(field[0] for field in (tls.getpeercert() or {}).get("subject", ()))
+            if subject.get("commonName") != self.client_cn:  # signed by the cluster's CA, but not the API server
+                tls.close()
+                return
+        finally:
+            self.unauthenticated.release()
         tls.settimeout(None)  # a followed log streams for as long as the container runs
         super().finish_request(tls, client_address)
 
@@ -182,5 +201,6 @@ def serve(kubelet, address: str, port: int, cert: Path, key: Path, client_ca: Pa
     handler = type("KubeletHandler", (Handler,), {"kubelet": kubelet})
     server = _TLSServer((address, port), handler)
     server.context, server.client_cn = context, client_cn
+    server.unauthenticated = threading.BoundedSemaphore(MAX_UNAUTHENTICATED)
     threading.Thread(target=server.serve_forever, name="kubelet-logs", daemon=True).start()
     return server

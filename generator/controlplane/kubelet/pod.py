@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.request
@@ -334,7 +333,7 @@ class PodWorker(threading.Thread):
             return
         try:
             identity = security.identity(self.pod["spec"], c.spec, program, f"{self.pod_name}_{self.namespace}({self.uid})")
-        except security.NonRootError as exc:
+        except (security.NonRootError, security.CapabilityError) as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self.kubelet.event(self.pod, "Warning", "Failed", f"Error: {exc}")
             c.next_start = self.clock() + REFRESH_SECONDS
@@ -438,14 +437,11 @@ class PodWorker(threading.Thread):
                 with socket.create_connection(target, timeout=timeout):
                     return True, ""
             if "exec" in spec:
-                # As a runtime's exec: in the container's own mount, UTS and network namespaces, with its env
-                # and folder, not this machine's view or the env of whoever started the cluster.
+                # As a runtime's exec: in the container's own mount, UTS and network namespaces, as its user,
+                # with its env and folder, not this machine's view or the env of whoever started the cluster.
                 if c.proc is None or c.proc.poll() is not None:
                     return False, "the container is not running"
-                user = c.identity.argv() if c.identity else []
-                done = subprocess.run(["nsenter", f"--target={c.proc.pid}", "--mount", "--uts", "--net", "--", *user,
-                                       *spec["exec"]["command"]], env=c.proc.env, cwd=c.proc.cwd, capture_output=True,
-                                      text=True, timeout=timeout)
+                done = runtime.exec_in(c.proc.pid, c.identity, spec["exec"]["command"], c.proc.env, timeout)
                 return done.returncode == 0, f"command exited {done.returncode}: {done.stdout.strip()[-200:]}"
             return False, "only httpGet, tcpSocket and exec probes run on the process node"
         except Exception as exc:

@@ -6,17 +6,19 @@ code folder is also mounted read-only where the image holds it, for code that na
 files)."""
 from __future__ import annotations
 
+import ctypes
+import json
 import os
-import shlex
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.container import programs
-from generator.container.command import NoCommand, command_line, on_host
+from generator.container.command import NoCommand, PathError, command_line, container_path, on_host
 from generator.container.process import Process
-from generator.controlplane.kubelet import security
+from generator.controlplane.kubelet import enter, security
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
@@ -28,9 +30,10 @@ class StartError(Exception):
     """The kubelet's RunContainerError: the container could not be created."""
 
 
-def _unshare() -> list[str]:
-    # Unprivileged, a user namespace allows the mounts.
-    return ["unshare", "--mount", "--uts", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+# The node's own environment for the processes it starts as root: no variable of the pod's
+# (PATH, LD_PRELOAD, ...) reaches them; the container's env reaches only its program.
+NODE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
+ENTER = Path(__file__).with_name("enter.py")
 
 
 TOOLBOX = "/var/run/pod/bin"
@@ -47,69 +50,60 @@ class Hidden:
     keep: tuple[Path, ...]
 
 
-def mount_script(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
-                 toolbox: Path | None, argv: list[str], code: tuple[str, Path] | None = None,
-                 cwd: Path | None = None, hidden: Hidden | list[Hidden] | None = None,
-                 identity: security.Identity | None = None) -> str:
-    """A shell script that builds the container's view and execs its program: the pod's hostname
-    (torchrun's c10d rendezvous knows its host by it), its /etc/hosts, and, with `mounts` None
-    only /etc/hosts changes (and the cluster's folder, with `hidden`; `code`, (PATH, DIR), is
-    mounted read-only at PATH, and the program starts in `cwd`, which may lie in it); otherwise
-    /tmp and /var/run are the container's own (fresh tmpfs) and each volume is mounted at its
-    mountPath. Sources pass through a staging tmpfs first because a source may itself live under
-    /tmp, which a tmpfs then hides. With `identity`, the program starts through setpriv as that
-    user, and a read-only root is remounted so."""
-    q = shlex.quote
+def mount_steps(hostname: str, hosts: Path, mounts: list[tuple[Path, str, bool]] | None, binary: Path | None,
+                toolbox: Path | None, argv: list[str], code: tuple[str, Path] | None = None,
+                cwd: Path | None = None, hidden: Hidden | list[Hidden] | None = None,
+                identity: security.Identity | None = None, launch: Path | None = None) -> tuple[list, dict[str, Path], list[str]]:
+    """The steps enter.py takes to build the container's view, the sources it mounts (by name: the
+    node opens each, and a step names it `@name`), and the argv it execs. With `mounts` None only
+    /etc/hosts changes (and the cluster's folder, with `hidden`; `code`, (PATH, DIR), is mounted
+    read-only at PATH, and the program starts in `cwd`, which may lie in it); otherwise /tmp and
+    /var/run are the container's own (fresh tmpfs) and each volume is mounted at its mountPath,
+    parents before children. With `identity` a read-only root is remounted so."""
     covers = _merged([hidden] if isinstance(hidden, Hidden) else hidden or [])
     kept = [folder for cover in covers for folder in cover.keep]
-    lines = ["set -e", f"printf %s {q(hostname)} > /proc/sys/kernel/hostname", f"mount --bind {q(str(hosts))} /etc/hosts"]
+    sources: dict[str, Path] = {"hosts": hosts}
+    steps: list = [["bind", "@hosts", "/etc/hosts", "file"]]
     if code:
-        lines += [f"mount --bind {q(str(code[1]))} {q(code[0])}", f"mount -o remount,bind,ro {q(code[0])}"]
+        sources["code"] = code[1]
+        steps.append(["bind", "@code", code[0], "dir", True])
     if mounts is not None or covers:
-        lines += ["mount -t tmpfs pod-run /var/run", "mkdir -p /var/run/pod"]
-    for j, folder in enumerate(kept):
-        lines += [f"mkdir /var/run/pod/keep-{j}", f"mount --bind {q(str(folder))} /var/run/pod/keep-{j}"]
+        steps += [["tmpfs", "pod-run", "/var/run"], ["mkdir", "/var/run/pod"]]
     if mounts is not None:
-        mounts = list(mounts)
-        for i, (source, _, _) in enumerate(mounts):
-            make = f"mkdir /var/run/pod/{i}" if source.is_dir() else f": > /var/run/pod/{i}"
-            lines += [make, f"mount --bind {q(str(source))} /var/run/pod/{i}"]
         if binary:
-            lines += [": > /var/run/pod/exe", f"mount --bind {q(str(binary))} /var/run/pod/exe"]
+            sources["exe"] = binary
+            steps.append(["bind", "@exe", "/var/run/pod/exe", "file"])
             argv = ["/var/run/pod/exe", *argv[1:]]
         if toolbox:
-            lines += [f"mkdir {TOOLBOX}", f"mount --bind {q(str(toolbox))} {TOOLBOX}"]
-    if covers:  # every source is staged by now: the covered folders can go
+            sources["toolbox"] = toolbox
+            steps.append(["bind", "@toolbox", TOOLBOX])
+    if covers:
         for cover in covers:
-            lines.append(f"mount -t tmpfs -o mode=0755 hidden {q(str(cover.root))}")
+            steps.append(["tmpfs", "hidden", str(cover.root), "mode=0755"])
         for j, folder in enumerate(kept):
-            lines += [f"mkdir -p {q(str(folder))}", f"mount --bind /var/run/pod/keep-{j} {q(str(folder))}"]
-        lines.append('cd "$PWD"')  # the working folder as the container sees it, through its own mount
+            sources[f"keep-{j}"] = folder
+            steps.append(["bind", f"@keep-{j}", str(folder)])
+        if launch:
+            steps.append(["chdir", str(launch)])  # the working folder as the container sees it, through its own mount
     if mounts is not None:
         if not any(target == "/tmp" for _, target, _ in mounts):
-            lines.append("mount -t tmpfs pod-tmp /tmp")
+            steps.append(["tmpfs", "pod-tmp", "/tmp"])
         order = sorted(range(len(mounts)), key=lambda i: mounts[i][1].count("/"))  # parents before children
         for i in order:
             source, target, read_only = mounts[i]
-            if target.startswith(RELOCATED + "/"):
-                lines.append(f"mkdir -p {q(str(Path(target).parent))}")
-            lines.append(f"mkdir -p {q(target)}" if source.is_dir() else f"touch {q(target)}")
-            lines.append(f"mount --bind /var/run/pod/{i} {q(target)}")
-            if read_only:
-                lines.append(f"mount -o remount,bind,ro {q(target)}")
+            sources[f"volume-{i}"] = source
+            steps.append(["bind", f"@volume-{i}", target, "dir" if source.is_dir() else "file", read_only, True])
     if identity and identity.read_only_root:
         # Writable stay the volumes and the pod's own folders (separate mounts); / and the
         # container's own /tmp and /var/run become read-only, as an image's root would.
-        lines.append("mount -o remount,bind,ro /")
+        steps.append(["remount_ro", "/", True])
         if mounts is not None:
             if not any(target == "/tmp" for _, target, _ in mounts):
-                lines.append("mount -o remount,ro /tmp")
-            lines.append("mount -o remount,ro /var/run")
+                steps.append(["remount_ro", "/tmp", False])
+            steps.append(["remount_ro", "/var/run", False])
     if cwd:
-        lines.append(f"cd {q(str(cwd))}")  # a folder in the code's mount exists only now
-    prefix = identity.argv() if identity else []
-    lines.append("exec " + shlex.join([*prefix, *argv]))
-    return "\n".join(lines)
+        steps.append(["chdir", str(cwd)])  # a folder in the code's mount exists only now
+    return steps, sources, argv
 
 
 def binaries() -> dict[str, Path]:
@@ -147,26 +141,30 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
         source = volumes.get(mount["name"])
         if source is None:
             raise StartError(f'volumeMount "{mount["name"]}" names no volume of the pod')
+        try:
+            target = container_path(f'mountPath of volumeMount "{mount["name"]}"', mount["mountPath"])
+        except PathError as exc:
+            raise StartError(str(exc)) from None
+        if target == "/" or target == "/proc" or target.startswith("/proc/"):
+            raise StartError(f'mountPath "{mount["mountPath"]}" of volumeMount "{mount["name"]}" would cover '
+                             f'{"/" if target == "/" else "/proc"}, which this node needs to build the container\'s '
+                             "view; mount the volume at a folder of its own")
         if mount.get("subPath"):
-            # A link the pod left in its volume must not take the mount out of it (a known escape).
-            within = (source / mount["subPath"]).resolve()
-            if within != source.resolve() and source.resolve() not in within.parents:
-                raise StartError(f'subPath "{mount["subPath"]}" of volumeMount "{mount["name"]}" leads out of the volume')
-            source = within
-            if not source.is_file():  # a key of a Secret or ConfigMap volume is a file; else a folder is made
-                source.mkdir(parents=True, exist_ok=True)
-        mounts.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
+            source = _sub_path(source, mount)
+        mounts.append((source, target, bool(mount.get("readOnly"))))
     env = {**env}
     if program.mode == programs.HOST:
         # The trainer and user code see their volumes as folders named in their args and env, the same code as
         # `generator run`.
-        code = program.code_at(container)
         try:
+            code = program.code_at(container)
             host = on_host(program.entrypoint, container, env, {t: s for s, t, _ in mounts if t != SHM}, workdir.parent,
                            given, code, code_mounted=True)
         except NoCommand as exc:
             raise StartError(f"container {container.get('name')} {exc} ({program.repository} runs as {program.what}); "
                              "write the command in the pod spec") from None
+        except PathError as exc:
+            raise StartError(f"container {container.get('name')}: {exc}") from None
         return Prepared(host.argv, host.env, host.cwd or workdir, None, code=code)
     # Other images get their volumes mounted where they expect them, in their own mount namespace.
     binary = None
@@ -189,6 +187,27 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
             raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                              f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
     return Prepared(argv, env, workdir, mounts, binary)
+
+
+def _sub_path(volume: Path, mount: dict) -> Path:
+    """The folder or file a subPath names in its volume, made a folder where missing. A link the
+    pod left in its volume must not take the mount out of it (a known escape): links are resolved
+    and the result must lie in the volume, and the folders are then made and opened without
+    following any link, so one swapped in after the check is refused, never followed."""
+    sub = mount["subPath"]
+    if ".." in sub.split("/"):
+        raise StartError(f'subPath "{sub}" of volumeMount "{mount["name"]}" contains "..", which this node refuses; '
+                         "name a path inside the volume")
+    root = volume.resolve()
+    within = (root / sub).resolve()
+    if within != root and root not in within.parents:
+        raise StartError(f'subPath "{sub}" of volumeMount "{mount["name"]}" leads out of the volume')
+    try:
+        os.close(enter.open_path(within, base=root, make=True))
+    except OSError as exc:
+        raise StartError(f'subPath "{sub}" of volumeMount "{mount["name"]}" changed while it was checked '
+                         f"({exc.strerror}); a link there is not followed") from None
+    return within
 
 
 def _mount_point(path: str) -> None:
@@ -233,10 +252,8 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     if ready.code:
         _mount_point(ready.code[0])
     launch = workdir if inside else ready.cwd
-    launch.mkdir(parents=True, exist_ok=True)
-    if identity and not security.available():
-        raise StartError("the container has a securityContext and this node applies it with util-linux's setpriv, "
-                         "which is not on PATH; install util-linux (apt-get install util-linux)")
+    workdir.mkdir(parents=True, exist_ok=True)  # in the pod's folder, which only the node writes
+    _make_folder(launch, [workdir, *volumes.values()])
     covers = [hidden] if hidden else []
     if identity and identity.uid != 0 and program.mode == programs.HOST:
         # The trainer image's python and code are this machine's: a folder above them that the
@@ -250,13 +267,39 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
                              "trainer cannot start as that user here; make that folder readable by every user "
                              "(0755), or run the pod as root (runAsUser: 0 and no runAsNonRoot)")
     shell = program.mode == programs.SHELL
-    joined = ["nsenter", f"--net={netns}"] if netns else []
-    script = mount_script(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None, ready.argv,
-                          code=ready.code, cwd=ready.cwd if inside else None, hidden=covers, identity=identity)
+    steps, sources, argv = mount_steps(hostname, hosts, ready.mounts, ready.binary, toolbox if shell else None,
+                                       ready.argv, code=ready.code, cwd=ready.cwd if inside else None, hidden=covers,
+                                       identity=identity, launch=launch)
+    # A volume's folder is opened without following a link (one that appeared since it was checked
+    # is refused); the node's own files (hosts, toolbox, code) as they are.
+    opened = {name: [str(path), name.startswith("volume-")] for name, path in sources.items()}
+    spec = {"netns": str(netns) if netns else None, "hostname": hostname, "steps": steps, "sources": opened,
+            "identity": identity.spec() if identity else None, "argv": argv, "env": ready.env}
+    channel = os.memfd_create("container-spec")  # the env may hold Secrets: never on a command line
     try:
-        return Process([*joined, *_unshare(), "sh", "-c", script], ready.env, on_line, cwd=launch, preexec_fn=join)
+        os.write(channel, json.dumps(spec).encode())
+        os.lseek(channel, 0, os.SEEK_SET)
+        proc = Process([str(Path(sys.executable).resolve()), "-I", "-S", str(ENTER), str(channel)], dict(NODE_ENV),
+                       on_line, cwd=launch, preexec_fn=join, pass_fds=(channel,))
     except OSError as exc:
         raise StartError(f"cannot start {ready.argv[0]}: {exc}") from exc
+    finally:
+        os.close(channel)
+    proc.env = ready.env  # what exec probes run beside it with: the container's env, not the node's
+    return proc
+
+
+def _make_folder(folder: Path, roots: list[Path]) -> None:
+    """The container's working folder, made below the pod's own folder or a volume that holds it,
+    without following a link there (the pod writes both)."""
+    below = max((r for r in roots if folder == r or r in folder.parents), key=lambda r: len(r.parts), default=None)
+    if below is None:
+        raise StartError(f"the working folder {folder} lies outside the pod's own folders and its volumes")
+    try:
+        os.close(enter.open_path(folder, base=below, make=True))
+    except OSError as exc:
+        raise StartError(f"cannot make the working folder {folder}: {exc.strerror}; a link there is not followed") \
+            from None
 
 
 def _code(env: dict[str, str]) -> list[str]:
@@ -315,3 +358,30 @@ def hidden(root: Path, keep: list[Path], identity: security.Identity | None) -> 
         if blocked is not None and blocked != root:
             top = blocked
     return Hidden(top, tuple(dict.fromkeys(keep)))
+
+
+def exec_in(pid: int, identity: security.Identity | None, argv: list[str], env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess:
+    """`argv` run beside the container whose first process is `pid` (an exec probe): in its mount,
+    UTS and network namespaces and its working folder, as its user. The child joins them and drops
+    its privileges itself before it execs anything, so whatever the container has put at a path in
+    its own view (a file bound over /usr/bin/setpriv) runs, if at all, as the container's user."""
+    # Opened here, through this machine's /proc: the mount namespace is joined last, and the
+    # container's folder may be one only its own mounts show.
+    opened = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC) for name in ("net", "uts", "mnt")]
+    opened.append(os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    user = identity.spec() if identity else None
+
+    def join() -> None:
+        for fd in opened[:-1]:
+            if enter._libc.setns(fd, 0) != 0:  # noqa: SLF001 (enter.py's libc, loaded before the fork)
+                raise OSError(ctypes.get_errno(), "setns")
+        os.fchdir(opened[-1])
+        if user:
+            enter.become(user)
+
+    try:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=join)
+    finally:
+        for fd in opened:
+            os.close(fd)

@@ -89,7 +89,7 @@ class Volumes:
             own.chmod(0o777)  # as a kubelet makes it: any user of the pod writes there
             if self.fs_group is not None:
                 _own(own, self.fs_group, 0o2777)
-            return own
+            return own.resolve()  # mounted by this path, with no link in it: one that appears later is refused
         if kind == "persistentVolumeClaim":
             path = self._claim(volume["persistentVolumeClaim"]["claimName"])
             if self.fs_group is not None:
@@ -104,7 +104,7 @@ class Volumes:
             return path
         if kind in ("secret", "configMap", "projected", "downwardAPI"):
             self._files(volume, own)
-            return own
+            return own.resolve()
         raise MountError(f'volume "{volume["name"]}": {kind} volumes are not supported by the process node; '
                          "use emptyDir, persistentVolumeClaim, hostPath, secret, configMap, downwardAPI or projected")
 
@@ -218,11 +218,28 @@ def _own(path: Path, group: int, bits: int) -> None:
 
 def _own_tree(root: Path, group: int) -> None:
     """fsGroup on a writable volume, as a kubelet applies it: everything belongs to the group,
-    which may read and write it; folders pass the group on to what is made in them."""
-    for path in [root, *root.rglob("*")]:
-        if path.is_symlink():
-            continue
-        _own(path, group, 0o2770 if path.is_dir() else 0o660)
+    which may read and write it; folders pass the group on to what is made in them. A pod may
+    write this volume while the walk goes on, so nothing is reached by a path that a link could
+    redirect: folders are walked through open descriptors (os.fwalk never follows a link), and
+    each file is opened without following one and changed through its descriptor."""
+    import stat
+
+    def own(fd: int, bits: int) -> None:
+        os.fchown(fd, -1, group)
+        os.fchmod(fd, os.fstat(fd).st_mode & 0o777 | bits)
+
+    for _, _, files, folder in os.fwalk(root, follow_symlinks=False):
+        own(folder, 0o2770)
+        for name in files:
+            try:  # O_NONBLOCK: a FIFO left in the volume must not hold the walk up
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=folder)
+            except OSError:  # a link (ELOOP), or gone meanwhile: nothing of ours to change
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    own(fd, 0o660)
+            finally:
+                os.close(fd)
 
 
 def _kind(volume: dict) -> str:

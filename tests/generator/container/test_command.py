@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.container.command import ENTRYPOINT, NoCommand, on_host
+from generator.container.command import ENTRYPOINT, NoCommand, PathError, on_host
 from generator.container.ports import free_port
 
 MOUNTS = {"/data": Path("/runs/job/results"), "/data/cache": Path("/runs/job/pods/master-0/cache")}
@@ -110,3 +110,16 @@ def test_the_images_own_python_and_torchrun_paths_are_this_interpreter():
         sys.executable, "-u", "t.py"]
     assert on_host((), {"command": ["/usr/local/bin/torchrun", "t.py"]}, {}, {}, OWN).argv[:3] == [
         sys.executable, "-m", "torch.distributed.run"]
+
+
+@pytest.mark.parametrize("folder", ["../../etc", "/opt/../../etc", "/data/../../../etc/nologin"])
+def test_a_working_dir_with_dot_dot_is_refused_naming_the_field(folder):
+    with pytest.raises(PathError) as refused:
+        on_host(ENTRYPOINT, {"workingDir": folder}, {}, MOUNTS, OWN)
+    assert (refused.value.field, str(refused.value)) == (
+        "workingDir", f'workingDir is "{folder}", which contains "..": refused, as it would lead out of the pod\'s '
+                      "own folders; write the path without '..'")
+
+
+def test_a_working_dir_is_normalised_before_it_is_joined_under_the_pods_folder():
+    assert on_host(ENTRYPOINT, {"workingDir": "opt//./app/"}, {}, MOUNTS, OWN).cwd == OWN / "workdir" / "opt" / "app"

@@ -137,6 +137,18 @@ def test_a_folder_is_what_the_image_holds_at_path_else_at_its_working_dir_else_w
     assert plain.code_at({}) == ("/workspace", tmp_path / "proj")
     assert plain.code_at({"workingDir": "/src/"}) == ("/src", tmp_path / "proj")
     assert at.code_at({"workingDir": "/src"}) == ("/opt/app", tmp_path / "proj")
+
+
+@pytest.mark.parametrize(("folder", "hidden"), [("/usr", "/usr/bin"), ("/", "/"), ("/etc/nologin", "/etc"),
+                                                ("/workspace/../usr/lib", "")])
+def test_a_working_dir_that_picks_where_the_code_mounts_is_checked_as_a_path_would_be(tmp_path, folder, hidden):
+    from generator.container.command import PathError
+
+    plain = programs.resolve("toy:1", {"toy": str(tmp_path)})
+    with pytest.raises(PathError) as refused:
+        plain.code_at({"workingDir": folder})
+    assert refused.value.field == "workingDir"
+    assert (f"it would hide {hidden}" if hidden else 'contains ".."') in str(refused.value)
     # a known image's name is the known image, not a folder of that name; `host` is host
     (tmp_path / "busybox").mkdir()
     assert programs.mapping("tools=busybox", KNOWN) == ("tools", "busybox")

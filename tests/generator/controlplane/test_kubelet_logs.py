@@ -1,9 +1,11 @@
 """The kubelet's log server answers the API server's client certificate alone, and a client that
-connects and never speaks holds up nobody: TLS is negotiated in each connection's own thread."""
+connects and never speaks holds up nobody: TLS is negotiated in each connection's own thread, and
+only so many such connections are held at once."""
 from __future__ import annotations
 
 import socket
 import ssl
+import time
 
 import pytest
 
@@ -50,3 +52,28 @@ def test_a_client_that_never_speaks_does_not_stall_the_others(server):
     with socket.create_connection(("127.0.0.1", port)):  # connected, no TLS hello: the old server waited on it
         # A 5 s client timeout turns a stalled server into a failure, not a slow pass.
         assert get(ca, port, "apiserver-kubelet-client", APISERVER_KUBELET_CLIENT).startswith("HTTP/1.0 200")
+
+
+def test_connections_that_never_prove_who_they_are_are_capped_and_the_api_server_gets_in_once_they_go(tmp_path,
+                                                                                                       monkeypatch):
+    monkeypatch.setattr(logs, "MAX_UNAUTHENTICATED", 2)
+    ca = pki.Authority(tmp_path / "pki")
+    cert, key = ca.issue("kubelet-serving", "kubelet", server=True, names=["localhost"], ips=["127.0.0.1"])
+    port = free_port()
+    served = logs.serve(None, "127.0.0.1", port, cert, key, ca.cert_path)
+    try:
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        for s in silent:  # each one holds its thread until its handshake times out
+            s.sendall(b"\x16")
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as third:
+            assert third.recv(1) == b""  # past the cap: closed at once, with no thread (a timeout raises here)
+        for s in silent:
+            s.close()
+        # Their slots come back as their threads end; the API server then gets its answer.
+        end = time.monotonic() + 20
+        while not get(ca, port, "apiserver-kubelet-client", APISERVER_KUBELET_CLIENT).startswith("HTTP/1.0 200"):
+            assert time.monotonic() < end, "the API server got no answer after the silent clients left"
+            time.sleep(0.05)
+    finally:
+        served.shutdown()
+        served.server_close()

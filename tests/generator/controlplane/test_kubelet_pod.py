@@ -43,3 +43,46 @@ def test_a_pod_gone_from_the_api_server_leaves_nothing_either(tmp_path):
     w.gone = True  # removed without a graceful deletion: nothing to report or delete
     w._terminate(pod)
     assert deleted == [] and not w.folder.exists() and not w.main[0].running
+
+
+def test_an_exec_probe_runs_as_the_containers_user_whatever_the_container_bound_over_its_helpers(tmp_path):
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the node's containers change user")
+    # A restricted container that makes itself a mount namespace of its own (unprivileged user
+    # namespaces are on) and binds its own file over the node's helpers there.
+    shared = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pjk-probe-"))
+    try:
+        shared.chmod(0o777)
+        fake = shared / "fake"
+        fake.write_text(f"#!/bin/sh\necho \"$0 ran as $(id -u)\" >> {shared}/ran\n")
+        fake.chmod(0o755)
+        binds = " && ".join(f"mount --bind {fake} {tool}" for tool in ("/usr/bin/setpriv", "/usr/bin/nsenter", "/usr/bin/env"))
+        restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        node = Node(tmp_path / "cluster", core=SimpleNamespace(patch_namespaced_pod_status=lambda *a, **k: None))
+        node.layout.create()
+        node.toolbox.mkdir()
+        pod = {"metadata": {"name": "p", "namespace": "default", "uid": "uid-1"},
+               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+                        "containers": [{"name": "app", "image": "busybox", "securityContext": restricted,
+                                        "command": ["unshare", "-Urm", "sh", "-c", f"{binds} && echo bound && exec sleep 300"],
+                                        "readinessProbe": {"exec": {"command": ["sh", "-c", "id -u; id -g"]}}}]}}
+        w = ready(pods.PodWorker(node, pod), time.monotonic())
+        w._step()
+        log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
+        while "bound" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
+            time.sleep(0.05)
+        assert "bound" in log.read_text(), log.read_text()
+        ok, why = w._check(w.main[0], w.main[0].spec["readinessProbe"])
+        assert (ok, why) == (True, "command exited 0: 1000\n1000")
+        assert not (shared / "ran").exists(), (shared / "ran").read_text()  # no helper of the container's ran
+        w._kill_all(1)
+    finally:
+        shutil.rmtree(shared)

@@ -4,7 +4,7 @@ the trainer, volume paths written into its command line and env."""
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import threading
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import pytest
 from generator.container import programs as images
 from generator.controlplane.kubelet import runtime
 
-pytestmark = pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux unshare")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the node makes each container's namespaces")
 
 
 def run(program, container, volumes, tmp_path, env=None) -> tuple[int, list[str]]:
@@ -150,3 +150,26 @@ def test_apk_add_finds_what_the_toolbox_holds_and_refuses_the_rest(tmp_path):
     assert code == 0, lines
     assert lines[1] == "kubectl" and lines[-1] == "1"
     assert any("unable to select packages: jq" in line for line in lines)
+
+
+@pytest.mark.parametrize(("mount", "says"), [
+    ({"mountPath": "/var/run/../../etc/x"}, 'mountPath of volumeMount "v" is "/var/run/../../etc/x", which contains ".."'),
+    ({"mountPath": "/var/run/x", "subPath": "a/../../b"}, 'subPath "a/../../b" of volumeMount "v" contains ".."'),
+    ({"mountPath": "//"}, 'mountPath "//" of volumeMount "v" would cover /, which this node needs'),
+    ({"mountPath": "/proc/sys"}, 'mountPath "/proc/sys" of volumeMount "v" would cover /proc'),
+])
+def test_a_mount_path_or_sub_path_that_climbs_out_or_covers_what_the_node_needs_is_refused(tmp_path, mount, says):
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    with pytest.raises(runtime.StartError, match=re.escape(says)):
+        run(images.of("shell"), {"name": "sh", "command": ["true"], "volumeMounts": [{"name": "v", **mount}]},
+            {"v": volume}, tmp_path)
+    assert list(volume.iterdir()) == [] and not (tmp_path / "b").exists()
+
+
+def test_a_working_dir_that_climbs_out_of_the_pods_folder_is_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(runtime.StartError, match=re.escape('container pytorch: workingDir is "/../../../../x", which '
+                                                           'contains ".."')):
+        run(images.of("trainer"), {"name": "pytorch", "command": ["python", "-c", "pass"],
+                                   "workingDir": "/../../../../x"}, {}, tmp_path)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "workdir").exists()

@@ -1,6 +1,6 @@
 """A container's securityContext as the process node applies it: who it runs as, what it may do,
 what it sees of the cluster's folder, and the runAsNonRoot refusal a kubelet gives. The last
-tests start real containers (as root, with util-linux's unshare and setpriv)."""
+tests start real containers (as root)."""
 from __future__ import annotations
 
 import os
@@ -26,19 +26,35 @@ def test_the_containers_fields_win_over_the_pods_and_groups_come_from_fs_group_a
     pod = {"securityContext": {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000, "supplementalGroups": [3000]}}
     got = security.identity(pod, {"name": "c", "securityContext": {"runAsUser": 1500}}, SHELL, POD)
     assert (got.uid, got.gid, got.groups) == (1500, 1000, (2000, 3000))
-    assert got.argv() == ["setpriv", "--reuid=1500", "--regid=1000", "--groups=2000,3000", "--"]
+    assert got.spec() == {"uid": 1500, "gid": 1000, "groups": [2000, 3000], "drop": [], "no_new_privs": False}
 
 
-def test_capabilities_no_new_privs_and_a_read_only_root_become_setpriv_options():
+@pytest.mark.parametrize(("context", "gid"), [
+    ({"runAsUser": 2000}, 2000),  # the user's own group, never root's
+    ({"runAsUser": 1000, "runAsGroup": 0}, 0),  # asked for: given
+    ({"runAsUser": TRAINER.user[0]}, TRAINER.user[1]),  # the image's own user keeps the image's group
+    ({}, TRAINER.user[1]),
+])
+def test_run_as_user_without_run_as_group_gets_a_group_of_its_own_not_root(context, gid):
+    got = security.identity({"securityContext": {"runAsNonRoot": True, **context}}, {"name": "c"}, TRAINER, POD)
+    assert got.gid == gid
+
+
+def test_capabilities_no_new_privs_and_a_read_only_root_become_what_the_container_starts_with():
     sc = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
           "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
     got = security.identity({}, {"name": "c", "securityContext": sc}, SHELL, POD)
     assert got.read_only_root and got.uid == 0
-    assert got.argv() == ["setpriv", "--reuid=0", "--regid=0", "--clear-groups",
-                          "--bounding-set=-all,+net_bind_service", "--inh-caps=-all", "--no-new-privs", "--"]
+    every_but_net_bind_service = [c for c in range(len(security.CAPABILITIES)) if c != 10]
+    assert got.spec() == {"uid": 0, "gid": 0, "groups": [], "drop": every_but_net_bind_service, "no_new_privs": True}
     some = security.identity({}, {"name": "c", "securityContext": {"capabilities": {"drop": ["CAP_NET_RAW", "chown"]}}},
                              SHELL, POD)
-    assert some.bounding == ("-net_raw", "-chown")
+    assert some.dropped() == [0, 13]  # chown, net_raw
+
+
+def test_a_capability_linux_does_not_have_is_refused_naming_it():
+    with pytest.raises(security.CapabilityError, match='names "net_rw", which is not a Linux capability'):
+        security.identity({}, {"name": "c", "securityContext": {"capabilities": {"drop": ["NET_RW"]}}}, SHELL, POD)
 
 
 @pytest.mark.parametrize(("pod", "container", "message"), [
@@ -66,8 +82,7 @@ def test_fields_this_node_cannot_apply_are_named():
 
 
 # --- real containers --------------------------------------------------------------------------
-needs_tools = pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv")),
-                                 reason="needs root and util-linux's unshare and setpriv")
+needs_tools = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
 @pytest.fixture
@@ -169,14 +184,6 @@ def test_a_non_root_trainer_writes_its_own_folders_though_the_folders_above_them
     assert lines == ["1000"] and (output / "model.pt").read_text() == "x"
 
 
-def test_without_setpriv_a_container_with_a_security_context_is_refused_rather_than_run_as_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(security.shutil, "which", lambda name: None)
-    identity = security.identity({"securityContext": {"runAsUser": 1000}}, {"name": "sh"}, SHELL, POD)
-    with pytest.raises(runtime.StartError, match="util-linux's setpriv, which is not on PATH"):
-        runtime.start(SHELL, {"name": "sh", "command": ["true"]}, {"PATH": "/usr/bin:/bin"}, {}, "p",
-                      tmp_path / "hosts", tmp_path / "w", tmp_path, None, print, identity=identity)
-
-
 @needs_tools
 def test_a_non_root_trainer_runs_code_that_lies_under_a_folder_it_cannot_pass(cluster):
     root, mine, _ = cluster
@@ -195,3 +202,101 @@ def test_a_non_root_trainer_runs_code_that_lies_under_a_folder_it_cannot_pass(cl
     assert proc.wait(60) == 0, lines
     proc.reader.join(5)
     assert lines == ["hello as 1000", "child ran"]
+
+
+HELPERS = ("nsenter", "unshare", "sh", "mount", "mkdir", "touch", "setpriv", "env", "printf", "python3", "id", "true")
+
+
+@needs_tools
+def test_no_program_on_the_pods_path_runs_as_root_while_the_node_sets_the_container_up(cluster):
+    root, mine, _ = cluster
+    fakes = root.parent / "fakes"  # a folder the pod can write (its emptyDir, the host's /tmp)
+    fakes.mkdir(mode=0o777)
+    fakes.chmod(0o777)
+    for name in HELPERS:
+        (fakes / name).write_text(f"#!/bin/sh\necho \"{name} $(/usr/bin/id -u)\" >> {fakes}/ran\n")
+        (fakes / name).chmod(0o755)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["true"], "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets", "readOnly": True}]}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": f"{fakes}:/usr/bin:/bin"}, {"token": mine / "volumes" / "token"},
+                         "mine", mine / "hosts", mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    # Only the container's own program came from its PATH, and ran as its user.
+    assert (fakes / "ran").read_text() == "true 1000\n"
+
+
+@needs_tools
+def test_a_sub_path_swapped_for_a_link_after_the_check_is_refused_not_followed(cluster, monkeypatch):
+    root, mine, _ = cluster
+    volume = mine / "volumes" / "scratch"
+    (volume / "data").mkdir(parents=True)
+    checked = runtime.prepare
+
+    def racing(*args, **kwargs):  # another container of the pod, writing the same volume at the worst moment
+        ready = checked(*args, **kwargs)
+        (volume / "data").rename(volume / "data.old")
+        (volume / "data").symlink_to(root / "pki")
+        return ready
+
+    monkeypatch.setattr(runtime, "prepare", racing)
+    lines: list[str] = []
+    proc = runtime.start(SHELL, {"name": "sh", "command": ["sh", "-c", "cat /var/run/x/ca.key"],
+                                 "volumeMounts": [{"name": "scratch", "mountPath": "/var/run/x", "subPath": "data"}]},
+                         {"PATH": "/usr/bin:/bin"}, {"scratch": volume}, "mine", mine / "hosts", mine / "workdir", mine,
+                         None, lines.append, hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 128
+    proc.reader.join(5)
+    assert lines == [f"the process node could not set up the container: cannot mount {volume / 'data'}: Too many levels "
+                     "of symbolic links (a link inside a volume is not followed)"]
+
+
+@needs_tools
+def test_a_volume_mounted_over_the_nodes_programs_only_ever_runs_as_the_containers_user(cluster):
+    root, mine, _ = cluster
+    tools = mine / "volumes" / "tools"
+    tools.mkdir(parents=True, mode=0o777)
+    tools.chmod(0o777)
+    shutil.copy("/bin/dash", tools / "dash")  # the fakes' own shell: /bin is the volume now
+    who = 'while read -r key value rest; do [ "$key" = Uid: ] && echo "{name} $value" >> {log}; done < /proc/self/status\nexit 0\n'
+    for name in ("mount", "mkdir", "touch", "setpriv", "env", "python3", "sh", "true"):
+        (tools / name).write_text(f"#!{tools}/dash\n" + who.format(name=name, log=tools / "ran"))
+        (tools / name).chmod(0o755)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["true"], "securityContext": {"capabilities": {"drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "tools", "mountPath": "/usr/bin", "readOnly": True}]}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": "/usr/bin:/bin"}, {"tools": tools}, "mine", mine / "hosts",
+                         mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert (tools / "ran").read_text() == "true 1000\n"  # the container's own program, as its user; no helper
+
+
+@needs_tools
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler to build the preloaded library")
+def test_ld_preload_in_the_pods_env_reaches_only_its_program_as_its_user(cluster):
+    import subprocess
+
+    root, mine, _ = cluster
+    lib = root.parent / "lib"
+    lib.mkdir(mode=0o777)
+    lib.chmod(0o777)
+    (lib / "who.c").write_text(
+        "#include <stdio.h>\n#include <unistd.h>\n__attribute__((constructor)) static void who(void) {\n"
+        f'  FILE *f = fopen("{lib}/loaded", "a"); if (f) {{ fprintf(f, "%d\\n", (int)getuid()); fclose(f); }}\n}}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib / "who.so"), str(lib / "who.c")], check=True)
+    pod = {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000}}
+    container = {"name": "sh", "command": ["/bin/true"], "securityContext": {"capabilities": {"drop": ["ALL"]}}}
+    lines: list[str] = []
+    proc = runtime.start(SHELL, container, {"PATH": "/usr/bin:/bin", "LD_PRELOAD": str(lib / "who.so")}, {}, "mine",
+                         mine / "hosts", mine / "workdir", mine, None, lines.append,
+                         identity=security.identity(pod, container, SHELL, POD), hidden=runtime.Hidden(root, (mine,)))
+    assert proc.wait(60) == 0, lines
+    proc.reader.join(5)
+    assert (lib / "loaded").read_text() == "1000\n"  # loaded once: by the container's program, as its user

@@ -113,3 +113,62 @@ def test_without_fs_group_an_empty_dir_is_writable_by_any_user_and_files_keep_th
     pod = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]}}
     mounted = Volumes(None, pod, tmp_path / "pod", tmp_path / "volumes").setup()
     assert stat.S_IMODE(mounted["scratch"].stat().st_mode) == 0o777
+
+
+def claimed(tmp_path, host_path: str, fs_group: int | None = None) -> Volumes:
+    """A pod with one claim, bound to a PersistentVolume whose host path is `host_path`."""
+    from types import SimpleNamespace as NS
+
+    core = NS(read_namespaced_persistent_volume_claim=lambda name, ns: NS(
+                  status=NS(phase="Bound"), spec=NS(volume_name="pv-1")),
+              read_persistent_volume=lambda name: NS(metadata=NS(name=name),
+                                                     spec=NS(host_path=NS(path=host_path), local=None)))
+    context = {"securityContext": {"fsGroup": fs_group}} if fs_group is not None else {}
+    pod = {"metadata": {"name": "p", "namespace": "default"},
+           "spec": {**context, "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "out"}}]}}
+    return Volumes(core, pod, tmp_path / "pod", tmp_path / "volumes")
+
+
+@pytest.mark.parametrize("path", ["/etc", "{tmp}/volumes/../outside", "{tmp}/volumes/link"])
+def test_a_claims_volume_whose_host_path_lies_outside_the_provisioners_folder_fails_to_mount(tmp_path, path):
+    (tmp_path / "volumes").mkdir()
+    (tmp_path / "volumes" / "link").symlink_to("/etc")
+    path = path.format(tmp=tmp_path)
+    with pytest.raises(MountError) as refused:
+        claimed(tmp_path, path).setup()
+    assert f'persistentvolume "pv-1": "{path}" is outside {tmp_path / "volumes"}, the only host folder this node mounts' \
+        in str(refused.value)
+    assert not (tmp_path / "outside").exists()
+
+
+def test_fs_group_never_changes_a_file_a_link_swapped_in_during_the_walk_points_to(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    from generator.controlplane.kubelet import volumes as volumes_module
+
+    if os.geteuid() != 0:
+        pytest.skip("chown to another group needs root")
+    claim = tmp_path / "volumes" / "pvc-1"
+    claim.mkdir(parents=True)
+    (claim / "model.pt").write_text("x")
+    outside = tmp_path / "shadow"
+    outside.write_text("root's")
+    outside.chmod(0o600)
+    swapped = []
+
+    def racing(change):  # the pod's other container swaps the file for a link just as the walk reaches it
+        def run(target, *args, **kwargs):
+            if not swapped and (getattr(target, "name", None) == "model.pt" or isinstance(target, int)):
+                if (claim / "model.pt").exists() and not (claim / "model.pt").is_symlink():
+                    swapped.append(True)
+                    (claim / "model.pt").unlink()
+                    (claim / "model.pt").symlink_to(outside)
+            return change(target, *args, **kwargs)
+        return run
+
+    for name in ("chown", "fchown"):
+        monkeypatch.setattr(volumes_module.os, name, racing(getattr(os, name)))
+    claimed(tmp_path, str(claim), fs_group=4000).setup()
+    assert swapped
+    assert (outside.stat().st_gid, stat.S_IMODE(outside.stat().st_mode)) == (0, 0o600)

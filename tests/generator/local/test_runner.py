@@ -93,6 +93,19 @@ def test_output_dir_without_a_volume_stays_inside_the_run_folder(tmp_path):
     assert worker_plan.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "worker-0" / "output")  # the Worker's own disk
 
 
+def test_a_working_dir_that_climbs_out_of_the_run_folder_is_refused_and_nothing_is_made(tmp_path):
+    from generator.errors import UserError
+
+    run_dir = tmp_path / "run"
+    body, _ = local_jobs.job("climb", "pass")
+    body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["workingDir"] = "/../../../../escaped"
+    with pytest.raises(UserError) as refused:
+        local_plan.plan(body, run_dir)
+    assert 'spec.pytorchReplicaSpecs.Master.template.spec.containers[pytorch].workingDir: workingDir is ' \
+           '"/../../../../escaped", which contains ".."' in str(refused.value)
+    assert not (tmp_path / "escaped").exists() and not run_dir.exists()
+
+
 def test_secret_values_come_from_the_shell_or_are_refused(tmp_path, monkeypatch):
     secret = [{"name": "API_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
     body, _ = local_jobs.job("secret", "pass", extra_env=secret)
