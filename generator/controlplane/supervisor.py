@@ -17,8 +17,6 @@ import threading
 import traceback
 from pathlib import Path
 
-import yaml
-
 from generator.controlplane import bringup, components, network, processes, state
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
@@ -123,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
     args = parser.parse_args(argv)
-    values = None if args.no_operator else (yaml.safe_load(args.values.read_text()) if args.values else None) or {}
+    values = None
+    if not args.no_operator:
+        # The same reader `cluster up` checked the file with (Helm's rules, not YAML 1.1's).
+        from generator.job import values_io
+
+        values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
     supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node, args.trainer)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
