@@ -28,8 +28,9 @@ def operator_env(rank: int, world: int, port: int) -> dict:
 
 
 def trainer(args: list[str], env: dict, **popen) -> subprocess.Popen:
+    popen.setdefault("text", True)
     return subprocess.Popen([sys.executable, "-m", "trainer", *args], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)
 
 
 def run_operator_job(world: int, args: list[str], timeout: float = 240) -> list[tuple[int, str]]:
