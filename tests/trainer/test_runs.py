@@ -160,9 +160,10 @@ class Lines:
 def stop_with_sigterm(proc, lines: Lines, at: str) -> int:
     """SIGTERM to a rank frozen (SIGSTOP) after the step line `at`: how many steps of the run
     it had finished when the signal came (epochs before included)."""
-    assert lines.until(at) is not None, lines.rest()
+    reached = lines.until(at)
+    assert reached is not None, lines.rest()
     proc.send_signal(signal.SIGSTOP)
-    done = [line for line in [at, *lines.drain()] if line.startswith("epoch ") and " step " in line]
+    done = [line for line in [reached, *lines.drain()] if line.startswith("epoch ") and " step " in line]
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGCONT)
     epoch, rest = done[-1].removeprefix("epoch ").split(" step ")
