@@ -144,6 +144,8 @@ class Trainer:
         self.net = self.model
         self.shared: allreduce.SharedMemoryAllReduce | None = None
         self.agreement: StopAgreement | None = None
+        if cfg.allreduce == "shm" and launch.distributed and launch.backend != "gloo":
+            self.progress.line(f"note: --allreduce shm sums CPU ranks' gradients; {launch.backend} sums them here")
         ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
         if ignored and launch.device.type != "cuda":
             many = len(ignored) > 1
