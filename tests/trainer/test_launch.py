@@ -187,6 +187,7 @@ REPEATS = 12  # the abort was seen about once in a few dozen runs of either scen
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 12 two-process starts, a minute each on a loaded 2-core machine
 @pytest.mark.parametrize("allreduce", ["shm", "backend"])
 def test_a_peer_killed_mid_training_never_aborts_its_survivor_at_exit(tmp_path, allreduce):
     """Run after run, the survivor exits with the retry code: never the abort of a native thread
@@ -214,6 +215,7 @@ def test_a_peer_killed_mid_training_never_aborts_its_survivor_at_exit(tmp_path, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_finished_runs_never_abort_at_exit(tmp_path):
     """The other place it was seen: every rank's teardown at the end of a finished run."""
     for attempt in range(REPEATS):

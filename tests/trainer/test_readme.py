@@ -31,7 +31,7 @@ def lines():
     spends minutes in inductor's C++ compiler on a CPU, so it runs in `make test-slow`."""
     for line in commands():
         dataset = shlex.split(line)[4]
-        yield pytest.param(line, id=dataset, marks=[pytest.mark.slow] if dataset == "synthetic" else [])
+        yield pytest.param(line, id=dataset, marks=[pytest.mark.slow, pytest.mark.timeout(900)] if dataset == "synthetic" else [])
 
 
 @pytest.mark.parametrize("line", list(lines()))
