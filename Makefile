@@ -30,7 +30,8 @@ $(STAMP): pyproject.toml constraints.txt
 test: venv
 	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --dist loadfile --durations=10
 
-# The stress tier: replicas killed under a CPU hog, in one process because the hog is the point.
+# The slow tier, in one process because the CPU hog is the point: replicas killed under a CPU hog, the
+# trainer's teardowns repeated until an abort would show, and the README's --compile trainer line.
 test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 

@@ -1,17 +1,21 @@
-"""Gradient all-reduce through shared memory, for a group whose ranks all share one host.
+"""Gradient all-reduce through shared memory (`--allreduce shm`), for ranks that share one host.
 
-gloo sums gradients over TCP even when both ends are on one machine: on a 2-core CPU node the
-kernel's loopback copies of the gradients cost each rank about 2 ms of CPU per step (measured in
-trainer/BENCHMARK.md), on cores that have no time to spare. When every rank can open the same
-private folder under /dev/shm (torchrun's processes in one pod, or pods of one node that share
-it), each rank instead copies its bucket into a shared file, waits for its peers, and sums every
-rank's copy in rank order, so every rank gets the same bits. Ranks wake each other through
-named pipes: one byte per peer per bucket, and a pipe whose writer has died reads as the end of
-file, so a lost peer is noticed at once instead of at a timeout.
+An option, not the default: it helps only where several ranks share one `/dev/shm` (torchrun's
+processes in one pod, or `generator run`'s replicas on one machine). Pods of a cluster each have
+their own, and there gloo's all-reduce is used as in any DDP script. On a 2-core CPU node gloo's
+loopback TCP costs each rank about 2 ms of CPU per step (trainer/BENCHMARK.md); here each rank
+instead copies its bucket into a shared file, waits for its peers, and sums every rank's copy in
+rank order on the training thread, so every rank gets the same bits (gloo's own bits at 2 ranks;
+from 3, gloo's ring adds in another order and the last bits may differ). Ranks wake each other
+through named pipes: one byte per peer per bucket, and a pipe whose writer has died reads as the
+end of file, so a lost peer is noticed at once instead of at a timeout.
 
-Nothing of it stays on disk: rank 0 removes the folder as soon as every rank has opened its
-files. Ranks on different hosts, a /dev/shm too small for the buckets, or a backend other than
-gloo keep the backend's own all-reduce."""
+Nothing of it stays in /dev/shm: every rank that knows the folder removes it as it leaves the
+set-up, whatever way it leaves (every rank has its files open by then, or gave up), and a
+folder left by a rank 0 killed before it could tell anyone (its lock gone with it) is removed by
+the next set-up on that host. Ranks on different hosts, a /dev/shm too small for the buckets, or
+a backend other than gloo keep the backend's own all-reduce."""
+import fcntl
 import os
 import secrets
 import select
@@ -31,6 +35,7 @@ SHM_DIR = Path("/dev/shm")
 # and a container's /dev/shm is often 64 MiB.
 MAX_SLOT_BYTES = 8 << 20
 OFFER_BYTES = 1024  # rank 0's folder and token, as a fixed-size tensor every rank receives
+PREFIX = "trainer-allreduce-"
 
 
 class SharedMemoryAllReduce:
@@ -56,18 +61,19 @@ class SharedMemoryAllReduce:
         if world_size < 2 or slot_bytes <= 0:
             return None
         slot_bytes = -(-slot_bytes // 64) * 64  # every slot starts on a cache line, and fits any dtype's alignment
-        folder = None
+        folder, lock = None, None
         readers: dict[int, int] = {}
         writers: dict[int, int] = {}
         try:
             if rank == 0 and wanted:
-                folder = _offer(shm_dir, world_size, slot_bytes)
+                _sweep(shm_dir)
+                folder, lock = _offer(shm_dir, world_size, slot_bytes) or (None, None)
             offer = _broadcast_text(group, rank, f"{folder}\n{(folder / 'token').read_text()}" if folder else "")
             if rank != 0 and offer:
                 where, token = offer.split("\n")
-                folder = Path(where)
-                wanted = wanted and _is_rank0s(folder, token, shm_dir)
-            if not _everyone(group, bool(offer) and wanted):
+                if wanted and _is_rank0s(Path(where), token, shm_dir):
+                    folder = Path(where)
+            if not _everyone(group, folder is not None):
                 return None
             # Read ends first (a non-blocking open needs no writer yet), then, once every rank has
             # its read ends, the write ends: a pipe then reads as ended only when its writer's
@@ -89,8 +95,12 @@ class SharedMemoryAllReduce:
         finally:
             for fd in (*readers.values(), *writers.values()):
                 os.close(fd)
-            if rank == 0 and folder is not None:  # every rank has its files open, or gave up: nothing stays
+            # Every rank has its files open, or gave up: nothing stays. Any rank that knows the
+            # folder removes it, so a rank 0 killed here (no finally runs) leaves nothing either.
+            if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
+            if lock is not None:
+                os.close(lock)
 
     def all_reduce_(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum `tensor` over the group, in place; every rank ends with the same bits. A tensor
@@ -163,15 +173,25 @@ def bucket_cap_mb(slot_bytes: int) -> float:
     return slot_bytes / (1 << 20)
 
 
-def _offer(shm_dir: Path, world_size: int, slot_bytes: int) -> Path | None:
-    """Rank 0's private folder with the data file and the pipes, or None where it cannot be had."""
+def _offer(shm_dir: Path, world_size: int, slot_bytes: int) -> tuple[Path, int] | None:
+    """Rank 0's private folder with the data file and the pipes, and the descriptor holding its
+    lock (an flock, which the kernel drops when the process dies, however it dies); None where
+    it cannot be had."""
     if not shm_dir.is_dir():
         return None
     try:
-        folder = Path(tempfile.mkdtemp(prefix="trainer-allreduce-", dir=shm_dir))  # mode 0700
+        # Made under a hidden name and locked before it gets the name _sweep looks at, so no
+        # sweep takes a folder that is still being made for an unlocked one.
+        making = Path(tempfile.mkdtemp(prefix="." + PREFIX, dir=shm_dir))  # mode 0700
     except OSError:
         return None
+    lock = None
     try:
+        lock = os.open(making, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        folder = shm_dir / making.name[1:]
+        os.rename(making, folder)
+        making = folder
         fd = os.open(folder / "data", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             # Reserve the memory now: a tmpfs that runs out while mapped kills with SIGBUS.
@@ -184,9 +204,36 @@ def _offer(shm_dir: Path, world_size: int, slot_bytes: int) -> Path | None:
                     os.mkfifo(folder / f"pipe-{a}-{b}", 0o600)
         (folder / "token").write_text(secrets.token_hex(16))
     except OSError:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(making, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
         return None
-    return folder
+    return folder, lock
+
+
+def _sweep(shm_dir: Path) -> None:
+    """Remove the folders of set-ups whose rank 0 died before any peer learnt of them: this
+    user's, no longer locked. In a pod, the chart's /dev/shm volume outlives a container's
+    restart, so the restarted rank 0 finds them here."""
+    try:
+        entries = [p for p in shm_dir.iterdir() if p.name.startswith(PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.getuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live set-up's
+            shutil.rmtree(entry, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def _is_rank0s(folder: Path, token: str, shm_dir: Path) -> bool:

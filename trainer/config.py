@@ -39,14 +39,17 @@ class Config:
                           choices=["adam", "sgd"])
     lr: float | None = _opt(None, "base learning rate (adam 2e-3, sgd 0.01)", type=float, positive=True)
     momentum: float = _opt(0.5, "SGD momentum")
-    lr_scaling: str = _opt("sqrt", "scale the learning rate with the world size, since each step sees world x batch "
-                           "samples", choices=["sqrt", "linear", "none"])
+    lr_scaling: str = _opt("auto", "scale the learning rate with the world size, since each step sees world x batch "
+                           "samples; auto is linear for sgd and sqrt for adam (the conventions for each), and a "
+                           "resume at another world size rescales by the same rule",
+                           choices=["auto", "sqrt", "linear", "none"])
     seed: int = _opt(1, "the same seed and world size give the same accuracies")
     threads: int = _opt(0, "torch CPU threads per process (0: torch's default, lowered to the CPUs this container may "
                         "use by its CPU limit and affinity; OMP_NUM_THREADS or MKL_NUM_THREADS, when set, wins)")
-    allreduce: str = _opt("auto", "how CPU ranks sum gradients: auto goes through shared memory when every rank can "
-                          "open the same /dev/shm (one host), else through the backend; backend always uses gloo's "
-                          "or nccl's own", choices=["auto", "backend"])
+    allreduce: str = _opt("backend", "how gradients are summed: backend is gloo's (nccl's on GPUs) own all-reduce, as "
+                          "any DDP script does; shm sums CPU ranks through one shared /dev/shm, which only helps when "
+                          "several ranks run on one host (torchrun's processes in one pod), and falls back to the "
+                          "backend on every rank when any rank cannot open it", choices=["backend", "shm"])
     rdzv_timeout: float = _opt(300.0, "seconds to wait for the other ranks and MASTER_ADDR:MASTER_PORT", positive=True)
     keep_checkpoints: int = _opt(3, "checkpoints kept (newest)", positive=True)
     resume: bool = _opt(True, "ignore existing checkpoints", flag="--no-resume")
@@ -57,6 +60,14 @@ class Config:
     channels_last: bool = _opt(False, "channels_last memory format (GPU)")
     target_accuracy: float | None = _opt(None, "stop after the first epoch whose test accuracy reaches this fraction",
                                          type=float)
+
+    @property
+    def lr_rule(self) -> str:
+        """How the learning rate follows the world size: linear for SGD (Goyal et al.), sqrt for
+        Adam, whose step size does not grow with the gradient's batch."""
+        if self.lr_scaling != "auto":
+            return self.lr_scaling
+        return "linear" if self.optimizer == "sgd" else "sqrt"
 
     @property
     def base_lr(self) -> float:

@@ -12,89 +12,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class _Mount:
-    root: str  # the cgroup that is mounted, as /proc/self/cgroup names cgroups
-    point: Path
-
-
-def _unescape(field: str) -> str:
-    """mountinfo writes space, tab, newline and backslash in octal."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
-
-
-def _mounts(proc: Path) -> dict[str, _Mount]:
-    """The v2 hierarchy ("") and v1's cpu controller ("cpu"), each as first mounted."""
-    found: dict[str, _Mount] = {}
-    try:
-        lines = (proc / "self/mountinfo").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
-            continue
-        kind, _, options = line.split(" - ", 1)[1].partition(" ")
-        mount = _Mount(_unescape(fields[3]), Path(_unescape(fields[4])))
-        if kind == "cgroup2":
-            found.setdefault("", mount)
-        elif kind == "cgroup" and "cpu" in options.split()[-1].split(","):
-            found.setdefault("cpu", mount)
-    return found
-
-
-def _quota(folder: Path, v2: bool) -> float | None:
-    """CPUs allowed by this one cgroup's own quota; None for no limit or nothing readable."""
-    try:
-        if v2:
-            quota, period = (folder / "cpu.max").read_text().split()
-        else:
-            quota, period = (folder / "cpu.cfs_quota_us").read_text(), (folder / "cpu.cfs_period_us").read_text()
-        if quota.strip() in ("max", "-1") or int(period) <= 0:
-            return None
-        return int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
-
-
-def quota_cpus(proc: Path = Path("/proc")) -> float | None:
-    """The tightest CFS quota over this process's cgroup and its mounted ancestors, in CPUs."""
-    mounts = _mounts(proc)
-    try:
-        lines = (proc / "self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    limits = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        if controllers == "" and "" in mounts:
-            v2, mount = True, mounts[""]
-        elif "cpu" in controllers.split(",") and "cpu" in mounts:
-            v2, mount = False, mounts["cpu"]
-        else:
-            continue
-        # The cgroup as seen through the mount: outside the mounted subtree (or with ..), not readable.
-        inside = os.path.relpath(path, mount.root) if path.startswith("/") else ".."
-        if inside == ".." or inside.startswith("../"):
-            continue
-        folder = (mount.point / inside) if inside != "." else mount.point
-        while True:  # a limit on any ancestor binds this process too
-            limit = _quota(folder, v2)
-            if limit is not None:
-                limits.append(limit)
-            if folder == mount.point or mount.point not in folder.parents:
-                break
-            folder = folder.parent
-    return min(limits) if limits else None
+from .cgroups import quota_cpus
 
 
 def threads_per_rank(local_ranks: int, proc: Path = Path("/proc")) -> int:

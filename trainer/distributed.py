@@ -23,6 +23,9 @@ RETRY_EXIT = 200  # in 128-255: restartPolicy ExitCode retries it, as it retries
 GENERATION_KEY = "pytorchjob-kit/generation"
 FINISHED_KEY, LEFT_KEY = "pytorchjob-kit/finished", "pytorchjob-kit/left"
 LEAVE_TIMEOUT_S = 60.0  # how long rank 0 keeps its store up for ranks still leaving
+# The store init() made the group with. torch has no public getter for the default group's store
+# (only distributed_c10d._get_default_store), so the trainer keeps the one it built.
+_store: dist.Store | None = None
 # How gloo and the store word a peer that went away (torch raises plain RuntimeErrors for some).
 PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
              "Connection refused", "NCCL communicator was aborted", "Socket Timeout", "failed to recv")
@@ -139,6 +142,8 @@ def init(launch: Launch, timeout_s: float) -> None:
                           "pytorchjob-port is reachable, or raise --rdzv-timeout") from exc
     dist.init_process_group(launch.backend, store=store, rank=launch.rank, world_size=launch.world_size,
                             timeout=timeout, device_id=device_id)
+    global _store
+    _store = store
 
 
 def _torchrun_attempt(launch: Launch, timeout: datetime.timedelta):
@@ -175,9 +180,9 @@ def finish(launch: Launch) -> None:
     (or whose node's torchrun store) the others talk to, leaves last. So a finished pod means
     finished outputs, and no rank takes a peer's closed connection for a failure once the run's
     outcome is decided."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if not (dist.is_available() and dist.is_initialized()) or _store is None:
         return
-    store = dist.distributed_c10d._get_default_store()
+    store = _store
     if launch.is_main:
         store.set(FINISHED_KEY, "1")
     else:

@@ -19,7 +19,6 @@ from .model import Net
 from .progress import Progress
 
 SIGTERM_EXIT = 143
-STOP_POLL = 8  # steps between the ranks' agreement on a pending SIGTERM
 
 
 class Stop:
@@ -31,6 +30,40 @@ class Stop:
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
+
+
+class StopAgreement:
+    """Whether every rank stops now, so they all stop at the same step whichever pod got the
+    signal. Each step starts an all-reduce of this rank's flag and reads the one started a step
+    before: the exchange runs on gloo's threads while the step computes, so asking every step
+    costs no wait, and a SIGTERM is acted on within two steps whatever a step takes."""
+
+    def __init__(self, stop: Stop, launch: Launch) -> None:
+        self.stop, self.launch = stop, launch
+        self.flag = torch.zeros(1)  # on the CPU: reading it never waits for a GPU's queue
+        self.pending: dist.Work | None = None
+        # nccl reduces CUDA tensors only; a gloo group of the same ranks carries the flag there.
+        self.group = dist.new_group(backend="gloo") if launch.distributed and launch.backend != "gloo" else None
+
+    def now(self) -> bool:
+        if not self.launch.distributed:
+            return self.stop.requested
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
+            if self.flag.item():
+                return True
+        self.flag.fill_(1.0 if self.stop.requested else 0.0)
+        self.pending = dist.all_reduce(self.flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        return False
+
+    def settle(self) -> None:
+        """Wait for the exchange in flight (at an epoch's end and before leaving): no collective
+        is left running under the next one, or on gloo's threads at exit. A signal it carried is
+        still this rank's flag, and the next epoch's first exchange carries it again."""
+        if self.pending is not None:
+            self.pending.wait()
+            self.pending = None
 
 
 def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:
@@ -48,7 +81,7 @@ def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:
 
 
 def scaled_lr(cfg: Config, world_size: int) -> float:
-    factor = {"none": 1.0, "sqrt": math.sqrt(world_size), "linear": float(world_size)}[cfg.lr_scaling]
+    factor = {"none": 1.0, "sqrt": math.sqrt(world_size), "linear": float(world_size)}[cfg.lr_rule]
     return cfg.base_lr * factor
 
 
@@ -110,6 +143,9 @@ class Trainer:
         self.steps = data.steps_per_rank(len(self.train_set), launch.world_size, cfg.batch_size)
         self.net = self.model
         self.shared: allreduce.SharedMemoryAllReduce | None = None
+        self.agreement: StopAgreement | None = None
+        if cfg.allreduce == "shm" and launch.distributed and launch.backend != "gloo":
+            self.progress.line(f"note: --allreduce shm sums CPU ranks' gradients; {launch.backend} sums them here")
         ignored = [flag for flag, on in (("--amp", cfg.amp), ("--channels-last", cfg.channels_last)) if on]
         if ignored and launch.device.type != "cuda":
             many = len(ignored) > 1
@@ -118,9 +154,12 @@ class Trainer:
 
     def resume(self) -> None:
         resumed = _resume(self.cfg, self.launch, self.ckpt_dir)
-        if resumed is None:
-            return
-        state, where = resumed
+        if resumed is not None:
+            self.restore(*resumed)
+
+    def restore(self, state: dict, where: Path) -> None:
+        """Take up a snapshot(): the model, the optimizer's state and the schedule's progress, at
+        this world size."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -135,31 +174,45 @@ class Trainer:
 
     def _rescale_lr(self, saved_world: int) -> None:
         """The learning rate was scaled for the world that saved the checkpoint; scale it, and the
-        schedule it follows, for this one."""
+        schedule it follows, for this one by the optimizer's rule (Config.lr_rule). The
+        schedule's progress (its last epoch) is kept."""
         ratio = scaled_lr(self.cfg, self.launch.world_size) / scaled_lr(self.cfg, saved_world)
+        before = self.optimizer.param_groups[0]["lr"]
         for group in self.optimizer.param_groups:
             group["lr"] *= ratio
-            group["initial_lr"] *= ratio  # the scheduler keeps it in every group
+            group["initial_lr"] *= ratio  # the scheduler's base, kept in every group
         self.scheduler.base_lrs = [lr * ratio for lr in self.scheduler.base_lrs]
         self.progress.line(f"world size {self.launch.world_size}, the checkpoint's {saved_world}: learning rate "
-                           f"{self.optimizer.param_groups[0]['lr'] / ratio:.4g} -> {self.optimizer.param_groups[0]['lr']:.4g}, "
+                           f"{before:.4g} -> {self.optimizer.param_groups[0]['lr']:.4g} ({self.cfg.lr_rule} rule), "
                            f"the epoch goes on from sample {self.start_position} of {len(self.train_set)}")
 
     def wrap(self) -> None:
         """DDP over the model (and torch.compile over that), after resuming the bare model."""
         launch = self.launch
         if launch.distributed:
-            if launch.backend == "gloo":  # every rank takes part, so one rank's --allreduce backend is everyone's
+            if launch.backend == "gloo" and self.cfg.allreduce == "shm":
+                # Every rank is given the same arguments, so every rank takes part in the set-up.
                 self.shared = allreduce.SharedMemoryAllReduce.connect(
-                    dist.distributed_c10d._get_default_group(), launch.rank, launch.world_size,
-                    allreduce.slot_bytes_for(self.model), self.cfg.rdzv_timeout, wanted=self.cfg.allreduce == "auto")
+                    dist.group.WORLD, launch.rank, launch.world_size, allreduce.slot_bytes_for(self.model),
+                    self.cfg.rdzv_timeout)
             cap = allreduce.bucket_cap_mb(self.shared.slot_bytes) if self.shared else None
             self.net = DistributedDataParallel(self.model, gradient_as_bucket_view=True, bucket_cap_mb=cap,
                                                device_ids=[launch.device.index] if launch.device.type == "cuda" else None)
             if self.shared is not None:
                 self.net.register_comm_hook(self.shared, allreduce.ddp_hook)
+        self.agreement = StopAgreement(self.stop, launch)
         if self.cfg.compile:
             self.net = torch.compile(self.net)
+
+    def close(self) -> None:
+        """Let go of everything that holds the process group or its pending work (DDP's reducer,
+        the stop agreement's exchange, the shared memory), so that destroying the group joins
+        gloo's threads while this interpreter is whole. A failed run leaves the exchange in
+        flight: it is dropped, never waited for, as a hung peer would make that wait its timeout."""
+        if self.shared is not None:
+            self.shared.close()
+        self.agreement = None
+        self.net = self.model
 
     @property
     def summing(self) -> str:
@@ -194,20 +247,6 @@ class Trainer:
         distributed.finish(launch)
         return 0
 
-    def _stopping(self, step: int, first: int, flag: torch.Tensor) -> bool:
-        if not self.launch.distributed:
-            return self.stop.requested
-        # Every rank stops at the same step, whichever pod got the signal; asking every
-        # STOP_POLL steps keeps the extra collective off the hot path.
-        if (step - first) % STOP_POLL != 0:
-            return False
-        flag.fill_(1.0 if self.stop.requested else 0.0)
-        if self.shared is not None:  # the gradients' own path: gloo's threads stay idle between evaluations
-            self.shared.all_reduce_(flag)
-        else:
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
     def train_epoch(self, epoch: int, start: int) -> bool:
         """One epoch's steps from sample position `start`; False when SIGTERM stopped it (after a checkpoint)."""
         cfg, launch = self.cfg, self.launch
@@ -219,9 +258,8 @@ class Trainer:
         self.progress.steps = first + len(batches)
         self.progress.epoch_start()
         t0 = time.perf_counter()
-        flag = torch.zeros(1, device=launch.device)
         for step in range(first, first + len(batches)):
-            if self._stopping(step, first, flag):
+            if self.agreement.now():
                 self.history["train_seconds"] += time.perf_counter() - t0
                 if launch.is_main:
                     position = start + (step - first) * per_step
@@ -238,6 +276,7 @@ class Trainer:
             self.optimizer.step()
             if self.progress.due(step):  # loss.item() waits for the device: only when a line is printed
                 self.progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
+        self.agreement.settle()
         self.scheduler.step()
         self.history["train_seconds"] += time.perf_counter() - t0
         self.history["samples"] += len(batches) * per_step
@@ -266,8 +305,7 @@ def train(cfg: Config, launch: Launch) -> int:
         trainer.wrap()
         return trainer.run()
     finally:
-        if trainer.shared is not None:
-            trainer.shared.close()
+        trainer.close()
 
 
 def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):

@@ -57,3 +57,35 @@ def test_malloc_settings_of_the_user_win():
 def test_only_glibc_linux_is_touched(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     assert heap.keep_freed_memory({}) is False
+
+
+def _proc(tmp_path, memory_max: str) -> Path:
+    """A /proc/self whose v2 cgroup has memory.max `memory_max`."""
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self/cgroup").write_text("0::/kubepods/pod1/app\n")
+    (proc / "self/mountinfo").write_text(f"30 23 0:26 / {tmp_path}/sys rw - cgroup2 cgroup2 rw\n")
+    folder = tmp_path / "sys/kubepods/pod1"
+    (folder / "app").mkdir(parents=True)
+    (folder / "memory.max").write_text(memory_max)
+    (folder / "app/memory.max").write_text("max\n")
+    return proc
+
+
+def test_the_heap_keeps_at_most_an_eighth_of_the_containers_memory_limit(tmp_path):
+    assert heap.trim_threshold(_proc(tmp_path / "small", f"{2 << 30}\n")) == 256 << 20  # a 2 GiB pod's
+    assert heap.trim_threshold(_proc(tmp_path / "large", f"{64 << 30}\n")) == heap.TRIM_THRESHOLD
+    assert heap.trim_threshold(_proc(tmp_path / "none", "max\n")) == heap.TRIM_THRESHOLD
+
+
+def test_a_small_container_gets_its_bound_in_the_process_itself(tmp_path):
+    # The process's own thresholds, read back through what glibc then does: a 2 MiB pod keeps no
+    # more than 256 KiB of freed heap, so the 12 MB a step frees goes back to the kernel each step.
+    proc = _proc(tmp_path, f"{2 << 20}\n")
+    probe = PROBE.replace("heap.keep_freed_memory()", f"heap.keep_freed_memory(proc=__import__('pathlib').Path({str(proc)!r}))")
+    env = {k: v for k, v in os.environ.items() if k not in (*heap.USER_SETTINGS, "GLIBC_TUNABLES")}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stderr.strip() == "True"
+    bounded = int(done.stdout)
+    unbounded, _ = _faults_per_step({})
+    assert bounded > 20 * max(unbounded, 1)

@@ -26,8 +26,15 @@ def test_the_readme_gives_the_three_runs():
     assert [shlex.split(line)[4] for line in commands()] == ["digits", "mnist", "synthetic"]
 
 
-# One test per line, so parallel workers share them out.
-@pytest.mark.parametrize("line", commands(), ids=lambda line: shlex.split(line)[4])
+def lines():
+    """One test per line, so parallel workers share them out; the synthetic line's --compile
+    spends minutes in inductor's C++ compiler on a CPU, so it runs in `make test-slow`."""
+    for line in commands():
+        dataset = shlex.split(line)[4]
+        yield pytest.param(line, id=dataset, marks=[pytest.mark.slow, pytest.mark.timeout(900)] if dataset == "synthetic" else [])
+
+
+@pytest.mark.parametrize("line", list(lines()))
 def test_the_readmes_trainer_commands_train_as_written(tmp_path, line):
     mnist_files.write(tmp_path / "data" / "mnist", n_train=256, n_test=64)
     proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
