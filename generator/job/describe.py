@@ -175,7 +175,7 @@ def summary(user: dict, job: dict, trainjob: dict | None = None) -> str:
         chosen.append(f"toleration {v['gpuResourceName']}:NoSchedule")
     node_limits = ((((trainjob or {}).get("spec") or {}).get("trainer") or {}).get("resourcesPerNode") or {}).get("limits")
     if node_limits and "cpu" in node_limits and "cpu" not in (v["resources"].get("limits") or {}):
-        chosen.append(f"CPU limit {node_limits['cpu']} per node, the CPU request (the Kubeflow SDK cannot read a "
+        chosen.append(f"CPU limit {node_limits['cpu']} per node, the CPU request in whole CPUs (the Kubeflow SDK cannot read a "
                       "TrainJob whose limits name no cpu or GPU; set resources.limits.cpu to choose another)")
     if "restartPolicy" not in user:
         chosen.append(f"restartPolicy {v['restartPolicy']}")

@@ -67,13 +67,15 @@ def test_what_v2_cannot_express_is_refused_by_name(values, field):
 
 @pytest.mark.parametrize("resources, limits", [
     ({}, {"cpu": "1", "memory": "4Gi"}),  # the defaults: a 1-CPU request, a 4Gi memory limit
-    ({"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}, {"cpu": "250m", "memory": "1Gi"}),
+    ({"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}, {"cpu": "1", "memory": "1Gi"}),  # not throttled to 1/4
+    ({"requests": {"cpu": "1500m"}}, {"cpu": "2", "memory": "4Gi"}),  # rounded up to whole CPUs
+    ({"requests": {"cpu": 3}}, {"cpu": "3", "memory": "4Gi"}),
     ({"limits": {"cpu": "8"}}, {"cpu": "8", "memory": "4Gi"}),  # the user's own CPU limit stands
     ({"gpus": 1}, {"memory": "4Gi", "nvidia.com/gpu": 1}),  # the SDK reads the GPUs: no CPU limit
     ({"limits": {"memory": None}}, None),  # no limits at all: nothing for the SDK to misread
     ({"requests": {"cpu": None}}, {"memory": "4Gi"}),  # no request to take it from: validate warns instead
 ])
-def test_a_node_without_gpus_gets_its_cpu_request_as_its_limit_beside_a_memory_limit(resources, limits):
+def test_a_node_without_gpus_gets_its_cpu_request_in_whole_cpus_as_its_limit_beside_a_memory_limit(resources, limits):
     """The Kubeflow SDK cannot read a TrainJob whose limits hold memory alone; the PyTorchJob of
     the same values keeps the limits as written."""
     trainer = render({"resources": resources})["TrainJob"]["spec"]["trainer"]
