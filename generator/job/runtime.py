@@ -118,7 +118,11 @@ def resolve(objects: list[dict]) -> Resolved:
 def sdk_unreadable(objects: list[dict]) -> list[Finding]:
     """A valid TrainJob whose node the Kubeflow SDK's TrainerClient cannot read: the limits of the
     pod Trainer makes of it (the job's resourcesPerNode, else its runtime's)."""
-    limits = (resolve(objects).pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+    try:
+        pod = resolve(objects).pod
+    except UserError:
+        return []  # refused for its own reasons, which check() names
+    limits = (pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
     if not limits or any(k in SDK_DEVICES or str(k).startswith(SDK_DEVICE_PREFIX) for k in limits):
         return []
     return [Finding("spec.trainer.resourcesPerNode.limits", f"name no device {SDK} reads there (cpu, nvidia.com/gpu, "
