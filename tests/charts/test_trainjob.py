@@ -83,3 +83,11 @@ def test_a_node_without_gpus_gets_its_cpu_request_in_whole_cpus_as_its_limit_bes
     v1 = helm.render_objects(paths.JOB_CHART, {"job": {"name": "mnist"}, "resources": resources}, "r", "ml")
     container = v1[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     assert "cpu" not in container["resources"].get("limits", {}) or "cpu" in resources.get("limits", {})
+
+
+def test_the_runtime_is_a_helm_hook_so_that_helm_install_applies_it_before_the_trainjob():
+    """Trainer's webhook refuses a TrainJob whose runtime does not exist yet, and Helm applies kinds
+    it does not know alphabetically: TrainJob before TrainingRuntime (tests/e2e/test_kubeflow_sdk_v2.py
+    installs one with the helm CLI)."""
+    annotations = render({})["TrainingRuntime"]["metadata"]["annotations"]
+    assert annotations == {"helm.sh/hook": "pre-install,pre-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
