@@ -36,10 +36,10 @@ test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 
 # The end-to-end suite on a real control plane; the first run on a machine builds it from Go modules.
-e2e: venv $(VENV)/kubeflow-sdk/bin/python
+e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
 	$(PY) -m generator cluster build
 	$(PY) -m generator image registry up --quiet
-	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python \
+	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python KUBEFLOW_SDK_V2_PYTHON=$(VENV)/kubeflow-sdk-v2/bin/python \
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
 # The official Kubeflow training SDK, for tests/e2e/test_kubeflow_sdk.py, in a venv of its own:
@@ -48,6 +48,14 @@ e2e: venv $(VENV)/kubeflow-sdk/bin/python
 $(VENV)/kubeflow-sdk/bin/python:
 	$(PYTHON) -m venv $(VENV)/kubeflow-sdk
 	$(VENV)/kubeflow-sdk/bin/pip install --quiet kubeflow-training==1.9.4
+
+# The Kubeflow SDK for Trainer v2 (`kubeflow` 0.5, its TrainerClient), for tests/e2e/test_kubeflow_sdk_v2.py,
+# in a venv of its own for the same reason: it too caps the kubernetes client below 36. A failed
+# install leaves no venv behind, so the next `make e2e` tries again.
+$(VENV)/kubeflow-sdk-v2/bin/python:
+	rm -rf $(VENV)/kubeflow-sdk-v2
+	$(PYTHON) -m venv $(VENV)/kubeflow-sdk-v2
+	$(VENV)/kubeflow-sdk-v2/bin/pip install --quiet kubeflow==0.5.0 || { rm -rf $(VENV)/kubeflow-sdk-v2; exit 1; }
 
 # The one chart-linting entry point: helm lint, schema checks, Kubernetes schema
 # validation of every scenario, and a security scan of the operator chart.

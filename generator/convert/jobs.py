@@ -278,6 +278,11 @@ def _cleaned(objects: list[dict], drop_namespace: bool) -> list[dict]:
         meta.pop("labels", None)
         if labels:
             meta["labels"] = labels
+        # the chart's TrainingRuntime is a Helm hook (so that Helm applies it before the TrainJob)
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("helm.sh/hook")}
+        meta.pop("annotations", None)
+        if annotations:
+            meta["annotations"] = annotations
 
     for obj in objects:
         strip(obj["metadata"])

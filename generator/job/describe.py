@@ -138,10 +138,10 @@ def build(d: Description, base: dict | None = None) -> dict:
     return values
 
 
-def summary(user: dict, job: dict) -> str:
+def summary(user: dict, job: dict, trainjob: dict | None = None) -> str:
     """What the job will be, read off the rendered PyTorchJob (for target v2, the v1 render of the
-    same values, whose pods are the nodes): pods, processes, WORLD_SIZE, GPUs, backend, and what
-    the defaults chose."""
+    same values, whose pods are the nodes, and the TrainJob): pods, processes, WORLD_SIZE, GPUs,
+    backend, and what the defaults chose."""
     v = defaults.coalesce(user)
     specs = job["spec"]["pytorchReplicaSpecs"]
     workers = int(specs.get("Worker", {}).get("replicas", 0))
@@ -173,6 +173,10 @@ def summary(user: dict, job: dict) -> str:
         chosen.append(f"/dev/shm {v['shm']['sizeLimit']}")
     if gpus and v.get("gpuToleration"):
         chosen.append(f"toleration {v['gpuResourceName']}:NoSchedule")
+    node_limits = ((((trainjob or {}).get("spec") or {}).get("trainer") or {}).get("resourcesPerNode") or {}).get("limits")
+    if node_limits and "cpu" in node_limits and "cpu" not in (v["resources"].get("limits") or {}):
+        chosen.append(f"CPU limit {node_limits['cpu']} per node, the CPU request in whole CPUs (the Kubeflow SDK cannot read a "
+                      "TrainJob whose limits name no cpu or GPU; set resources.limits.cpu to choose another)")
     if "restartPolicy" not in user:
         chosen.append(f"restartPolicy {v['restartPolicy']}")
     if chosen:

@@ -27,6 +27,12 @@ JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unle
 # The torch plugin owns these; Trainer refuses a TrainJob that sets them itself.
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# The Kubeflow SDK (kubeflow 0.5's TrainerClient) reads a node's device from its container's limits and
+# knows only these names there (kubeflow/sdk#516): limits naming none of them make its get_job,
+# list_jobs, wait_for_job_status and get_job_logs raise "Unknown device type".
+SDK_DEVICES = ("nvidia.com/gpu", "google.com/tpu", "huawei.com/Ascend910", "cpu")
+SDK_DEVICE_PREFIX = "nvidia.com/mig-"
+SDK = "the Kubeflow SDK (kubeflow 0.5)"
 
 
 @dataclass
@@ -107,6 +113,23 @@ def resolve(objects: list[dict]) -> Resolved:
     resources = ((pod["spec"]["containers"][0]).get("resources") or {})
     return Resolved(name, nodes, str(nproc) if nproc else auto_nproc(resources), pod, backoff, restarts, deadline,
                     f"{runtime['kind']}/{runtime['metadata']['name']}")
+
+
+def sdk_unreadable(objects: list[dict]) -> list[Finding]:
+    """A valid TrainJob whose node the Kubeflow SDK's TrainerClient cannot read: the limits of the
+    pod Trainer makes of it (the job's resourcesPerNode, else its runtime's)."""
+    try:
+        pod = resolve(objects).pod
+    except UserError:
+        return []  # refused for its own reasons, which check() names
+    limits = (pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+    if not limits or any(k in SDK_DEVICES or str(k).startswith(SDK_DEVICE_PREFIX) for k in limits):
+        return []
+    return [Finding("spec.trainer.resourcesPerNode.limits", f"name no device {SDK} reads there (cpu, nvidia.com/gpu, "
+                    "nvidia.com/mig-*, google.com/tpu, huawei.com/Ascend910), so its get_job, list_jobs, "
+                    "wait_for_job_status and get_job_logs raise 'Unknown device type in the container resources' "
+                    "(kubeflow/sdk#516); Trainer runs the job all the same", dict(limits),
+                    "add a cpu limit, or drop the limits")]
 
 
 def auto_nproc(resources: dict) -> str:

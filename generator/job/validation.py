@@ -33,13 +33,23 @@ def check_values(user: dict, release: str = "release", namespace: str = "default
         return Checked(schema.check(merged) or [_blame(f, merged, release) for f in exc.findings])
     objects = helm.objects(rendered)
     if merged.get("target") == "v2":  # a TrainJob: the chart's own guards refused what v2 cannot express
-        return Checked([], rendered, objects)
+        return Checked([], rendered, objects, _sdk_warnings(objects))
     manifest = admission.check_objects(objects, merged.get("gpuResourceName", ""))
     named = [Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in manifest]
     job = next((o for o in objects if o.get("kind") == admission.KIND), None)
     advice = admission.advice(job) if job and not named else []
     return Checked(_unique(named), rendered, objects,
                    [Finding(values_path(f.path, merged), f.message, f.value, f.hint) for f in advice])
+
+
+def _sdk_warnings(objects: list[dict]) -> list[Finding]:
+    """A TrainJob the Kubeflow SDK cannot read, named by the values that made it: the chart's
+    runtimes set no resources, so the node's limits are resources.limits with the chart's additions."""
+    from generator.job import runtime
+
+    return [Finding("resources.limits", f.message, f.value, "set resources.limits.cpu, or on nodes without "
+                    "GPUs a CPU request (resources.requests.cpu), which the chart then sets as the TrainJob's CPU "
+                    "limit; or drop resources.limits") for f in runtime.sdk_unreadable(objects)]
 
 
 def check_operator_values(user: dict, release: str = "training", namespace: str = "kubeflow") -> Checked:

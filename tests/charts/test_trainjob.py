@@ -63,3 +63,31 @@ def test_what_v2_cannot_express_is_refused_by_name(values, field):
         render(values)
     (finding,) = refused.value.findings
     assert finding.path == field and "--target v2" in finding.render()
+
+
+@pytest.mark.parametrize("resources, limits", [
+    ({}, {"cpu": "1", "memory": "4Gi"}),  # the defaults: a 1-CPU request, a 4Gi memory limit
+    ({"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}}, {"cpu": "1", "memory": "1Gi"}),  # not throttled to 1/4
+    ({"requests": {"cpu": "1500m"}}, {"cpu": "2", "memory": "4Gi"}),  # rounded up to whole CPUs
+    ({"requests": {"cpu": 3}}, {"cpu": "3", "memory": "4Gi"}),
+    ({"limits": {"cpu": "8"}}, {"cpu": "8", "memory": "4Gi"}),  # the user's own CPU limit stands
+    ({"gpus": 1}, {"memory": "4Gi", "nvidia.com/gpu": 1}),  # the SDK reads the GPUs: no CPU limit
+    ({"limits": {"memory": None}}, None),  # no limits at all: nothing for the SDK to misread
+    ({"requests": {"cpu": None}}, {"memory": "4Gi"}),  # no request to take it from: validate warns instead
+])
+def test_a_node_without_gpus_gets_its_cpu_request_in_whole_cpus_as_its_limit_beside_a_memory_limit(resources, limits):
+    """The Kubeflow SDK cannot read a TrainJob whose limits hold memory alone; the PyTorchJob of
+    the same values keeps the limits as written."""
+    trainer = render({"resources": resources})["TrainJob"]["spec"]["trainer"]
+    assert trainer.get("resourcesPerNode", {}).get("limits") == limits
+    v1 = helm.render_objects(paths.JOB_CHART, {"job": {"name": "mnist"}, "resources": resources}, "r", "ml")
+    container = v1[0]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert "cpu" not in container["resources"].get("limits", {}) or "cpu" in resources.get("limits", {})
+
+
+def test_the_runtime_is_a_helm_hook_so_that_helm_install_applies_it_before_the_trainjob():
+    """Trainer's webhook refuses a TrainJob whose runtime does not exist yet, and Helm applies kinds
+    it does not know alphabetically: TrainJob before TrainingRuntime (tests/e2e/test_kubeflow_sdk_v2.py
+    installs one with the helm CLI)."""
+    annotations = render({})["TrainingRuntime"]["metadata"]["annotations"]
+    assert annotations == {"helm.sh/hook": "pre-install,pre-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}

@@ -229,3 +229,28 @@ def test_elastic_jobs_of_the_projects_trainer_get_no_warning(tmp_path):
     assert code == 0 and out == f"{ours}: valid\n" and "warning" not in err
     code, _, err = run("validate", write(tmp_path, "image: {repository: registry.example.com/team/bert}\n", "plain.yaml"))
     assert code == 0 and "warning" not in err  # not elastic: the Master (or every Worker) decides
+
+
+@pytest.mark.parametrize("text", [
+    "resources: {requests: {cpu: null}, limits: {memory: 8Gi}}\n",  # a memory limit, no CPU to take one from
+    "resources: {gpus: 1}\ngpuResourceName: amd.com/gpu\n",  # an accelerator the SDK does not know
+])
+def test_v2_values_the_kubeflow_sdk_cannot_read_are_valid_with_a_warning_naming_the_fix(tmp_path, text):
+    """TrainerClient reads a node's device from its limits; limits naming none it knows break every
+    read of the job, though Trainer runs it."""
+    path = write(tmp_path, text)
+    code, out, err = run("validate", path, "--target", "v2", "--format", "json")
+    assert code == 0
+    [report] = json.loads(out)
+    assert report["valid"] and [w["path"] for w in report["warnings"]] == ["resources.limits"]
+    warning = report["warnings"][0]
+    assert "Unknown device type" in warning["message"] and "kubeflow/sdk#516" in warning["message"]
+    assert "resources.limits.cpu" in warning["hint"]
+    assert "warning: resources.limits: name no device the Kubeflow SDK (kubeflow 0.5) reads" in err
+    assert run("validate", path, "--target", "v1") == (0, f"{path}: valid\n", "")  # the v1 SDK reads any limits
+
+
+def test_v2_values_with_the_charts_default_limits_get_no_warning(tmp_path):
+    """The chart sets the CPU request as the TrainJob's CPU limit beside the default memory limit."""
+    path = write(tmp_path, "job: {name: plain}\n")
+    assert run("validate", path, "--target", "v2") == (0, f"{path}: valid\n", "")

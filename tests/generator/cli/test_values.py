@@ -177,3 +177,14 @@ def test_values_from_a_file_name_the_file(tmp_path):
     base.write_text("topology: {workers: -2}\n")
     code, _, err = run("values", "-f", str(base), "-o", str(tmp_path / "v.yaml"))
     assert code == 1 and f"{base} with the flags: topology.workers: must be at least 0" in err
+
+
+def test_v2_summary_says_the_cpu_limit_the_chart_adds_for_the_kubeflow_sdk_and_warns_where_none_can_be():
+    values, summary = values_of("--target", "v2", "--cpu", "1500m", "--memory-limit", "8Gi")
+    assert "CPU limit 2 per node, the CPU request in whole CPUs (the Kubeflow SDK cannot read a TrainJob whose limits name no cpu" \
+        in summary and "warning" not in summary
+    assert "cpu" not in values["resources"]["limits"]  # the chart adds it to the TrainJob, not to the values
+    _, summary = values_of("--target", "v2", "--cpu-limit", "4")
+    assert "per node, the CPU request in whole CPUs" not in summary  # the user's own
+    _, summary = values_of("--target", "v2", "--set", "resources.requests.cpu=null")
+    assert "per node, the CPU request in whole CPUs" not in summary and "warning: resources.limits: name no device the Kubeflow SDK" in summary
