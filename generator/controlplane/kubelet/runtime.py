@@ -117,14 +117,14 @@ def binaries() -> dict[str, Path]:
     from generator.controlplane import build
 
     return {"operator": build.binary(build.OPERATOR_BINARY), "trainer-controller": build.binary(build.TRAINER_BINARY),
-            "jobset": build.binary(build.JOBSET_BINARY)}
+            "jobset": build.binary(build.JOBSET_BINARY), "kueue": build.binary(build.KUEUE_BINARY)}
 
 
 def upstream() -> dict[str, str]:
-    """The images of upstream's Trainer and JobSet charts, by role."""
-    from generator.controlplane import trainer_release
+    """The images of upstream's Trainer, JobSet and Kueue charts, by role."""
+    from generator.controlplane import kueue_release, trainer_release
 
-    return trainer_release.images()
+    return {**trainer_release.images(), **kueue_release.images()}
 
 
 @dataclass
@@ -185,7 +185,7 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
             argv = [_named(target, [a], moved) or a for a in argv]
             mounts[i] = (source, moved, read_only)
     for _, target, _ in mounts:
-        if not _mountable(target):
+        if not _mountable(target) and not (binary is not None and _makeable(target)):
             raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                              f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
     return Prepared(argv, env, workdir, mounts, binary)
@@ -200,6 +200,13 @@ def _mount_point(path: str) -> None:
         raise StartError(f"cannot make the mount point {path} for the image's code folder: {exc}") from None
     if not Path(path).is_dir():
         raise StartError(f"{path}, where the image's code folder mounts, is not a folder on this machine")
+
+
+def _makeable(target: str) -> bool:
+    """A built controller's mount point that its image has and this machine lacks (Kueue's
+    /visibility, where it writes its API's certificate; the path is in its code, so it cannot move):
+    made as an empty folder, as a runtime makes one in an image, where its parent folder exists."""
+    return Path(target).is_absolute() and not Path(target).exists() and Path(target).parent.is_dir()
 
 
 def _mountable(target: str) -> bool:
@@ -232,6 +239,10 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     inside = ready.code is not None and ready.cwd.is_relative_to(ready.code[0])
     if ready.code:
         _mount_point(ready.code[0])
+    if ready.binary is not None:
+        for _, target, _ in ready.mounts or []:
+            if not _mountable(target):
+                _mount_point(target)
     launch = workdir if inside else ready.cwd
     launch.mkdir(parents=True, exist_ok=True)
     if identity and not security.available():

@@ -150,3 +150,29 @@ def test_apk_add_finds_what_the_toolbox_holds_and_refuses_the_rest(tmp_path):
     assert code == 0, lines
     assert lines[1] == "kubectl" and lines[-1] == "1"
     assert any("unable to select packages: jq" in line for line in lines)
+
+
+def test_a_built_controllers_mount_point_this_machine_lacks_is_made_as_an_image_has_it(tmp_path):
+    # Kueue writes its visibility API's certificate to /visibility, a path in its code, mounted from an emptyDir.
+    parent = Path("/var/tmp") / f"pytorchjob-kit-mount-{os.getpid()}"
+    parent.mkdir()
+    target = parent / "visibility"
+    manager = tmp_path / "manager"
+    manager.write_text(f"#!/bin/sh\necho written > {target}/tls.crt && echo ok\n")
+    manager.chmod(0o755)
+    volume = tmp_path / "visibility"
+    volume.mkdir()
+    program = images.Program("kueue", "example.com/kueue", images.PRIVATE, ("/manager",), binary=manager)
+    try:
+        code, lines = run(program, {"name": "manager", "command": ["/manager"],
+                                    "volumeMounts": [{"name": "visibility", "mountPath": str(target)}]},
+                          {"visibility": volume}, tmp_path)
+        assert (code, lines) == (0, ["ok"])
+        assert (volume / "tls.crt").read_text() == "written\n"  # into the volume, not this machine's folder
+        assert target.is_dir() and not any(target.iterdir())
+    finally:
+        shutil.rmtree(parent)
+    # A shell image (this machine's sh) gets no such folder made for it.
+    with pytest.raises(runtime.StartError, match="is not a folder on this machine"):
+        run(images.of("shell"), {"name": "sh", "command": ["true"],
+                                 "volumeMounts": [{"name": "v", "mountPath": str(target)}]}, {"v": volume}, tmp_path)
