@@ -127,8 +127,11 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
     mine = {(kind.kind, name), ("PodGroup", name), ("JobSet", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
     # A kind with child Jobs (a TrainJob's JobSet) makes one per replicated job, <name>-<replicated job>.
+    shot.workload = _workload(c, job)
+    if shot.workload:  # its own Workload's events, not those of every Workload in the namespace
+        mine.add(("Workload", shot.workload["metadata"]["name"]))
     shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
-                   or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")
+                   or e.involved_object.kind == "PersistentVolumeClaim"
                    or (kind.child_jobs and e.involved_object.kind == "Job"
                        and (e.involved_object.name or "").startswith(name + "-"))]
     nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
@@ -152,7 +155,6 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
         except Exception as exc:
             if _status(exc) == 404 and _crd_exists(c, group, version):
                 shot.pod_groups[scheduler] = None  # the kind exists; this job has none
-    shot.workload = _workload(c, job)
     queue = (job["metadata"].get("labels") or {}).get(KUEUE_LABEL)
     if queue:
         shot.local_queue, shot.cluster_queue = _queues(c, queue)

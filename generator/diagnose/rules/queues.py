@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 
 from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, ended, suspended
 from generator.diagnose.snapshot import Snapshot
-from generator.fixtext import setting, value
+from generator.fixtext import value
 from generator.job.importer import KUEUE_LABEL as QUEUE_LABEL
 
 QUEUE_NAME, PRIORITY_CLASS = value("kueue.queueName"), value("priorityClassName")
-REQUESTS, WORKERS = value("resources.requests"), value("topology.workers")
-SUSPEND = setting("runPolicy.suspend", "true")
+REQUESTS, WORKERS, GPUS = value("resources.requests"), value("topology.workers"), value("resources.gpus")
 MIN_AVAILABLE, GANG_QUEUE = value("runPolicy.schedulingPolicy.minAvailable"), value("runPolicy.schedulingPolicy.queue")
 
 
@@ -40,10 +40,11 @@ def kueue(shot: Snapshot) -> Iterator[Diagnosis]:
         where = _cluster_queue_name(shot, workload)
         yield Diagnosis(WARNING, name, "AdmittedButSuspended",
                         f"admitted by Kueue (ClusterQueue {where}), but the {shot.kind} is still suspended: Kueue "
-                        "resumes an admitted job itself, and has not resumed this one",
-                        f"Kueue's controller log says why (`kubectl logs -n kueue-system "
-                        f"deploy/kueue-controller-manager | grep {shot.name}`); {QUEUE_NAME} must not be combined "
-                        f"with {SUSPEND}")
+                        "resumes an admitted job itself, and has not resumed this one yet",
+                        f"Kueue retries until its update of the job goes through; most often a webhook of the "
+                        f"{shot.kind}'s own controller is not answering (its pod is not running) and refuses that "
+                        f"update; Kueue's log names it: `kubectl logs -n kueue-system deploy/kueue-controller-manager "
+                        f"| grep '\"name\":\"{shot.name}\"'`")
     if conditions.get("Evicted", {}).get("status") == "True":
         evicted = conditions["Evicted"]
         yield Diagnosis(WARNING, name, evicted.get("reason", "Evicted"), f"evicted by Kueue: {evicted.get('message', '')}",
@@ -79,8 +80,8 @@ def _not_admitted(shot: Snapshot, name: str, queue: str | None, cond: dict) -> D
     if uncovered:
         return Diagnosis(ERROR, name, reason, said,
                          f"ClusterQueue {cq} has no quota for {uncovered.group(1)} at all, so the job is never "
-                         f"admitted there: choose a {QUEUE_NAME} whose ClusterQueue covers it, or drop it from "
-                         f"{REQUESTS}")
+                         f"admitted there: choose a {QUEUE_NAME} whose ClusterQueue covers it, or "
+                         + (f"set {GPUS} to 0" if uncovered.group(1).endswith("/gpu") else f"drop it from {REQUESTS}"))
     never = CAPACITY.search(message)
     if never:
         resource, _, total = never.groups()
@@ -89,12 +90,11 @@ def _not_admitted(shot: Snapshot, name: str, queue: str | None, cond: dict) -> D
                          f"never admitted: lower {REQUESTS} or {WORKERS}, or ask for a larger nominalQuota")
     short = UNUSED.search(message)
     if short:
-        resource, flavor, more = short.groups()
-        held = _held(shot.cluster_queue, flavor, resource)
+        resource, flavor = short.group(1), short.group(2)
         return Diagnosis(WARNING, name, reason, said,
-                         f"ClusterQueue {cq} lacks {more} {resource} of quota{held}: the job starts, all its pods at "
-                         f"once, when admitted jobs finish; to start sooner lower {REQUESTS} or {WORKERS}, or ask for "
-                         f"more nominalQuota (`kubectl get clusterqueue {cq} -o yaml` shows quota and usage)")
+                         f"ClusterQueue {cq}{_shortfall(shot, flavor, resource)}: the job starts, all its pods at once, "
+                         f"when admitted jobs free that quota; to start sooner lower {REQUESTS} or {WORKERS}, or ask "
+                         f"for more nominalQuota (`kubectl get clusterqueue {cq} -o yaml` shows quota and usage)")
     return Diagnosis(WARNING, name, reason, said,
                      f"`kubectl describe clusterqueue {cq}` shows the queue's quota and usage; lower {REQUESTS} or "
                      f"{WORKERS} if the job does not fit")
@@ -106,21 +106,31 @@ def _cluster_queue_name(shot: Snapshot, workload: dict | None) -> str:
     return admission.get("clusterQueue") or local or "of the job's LocalQueue"
 
 
-def _held(cluster_queue: dict | None, flavor: str, resource: str) -> str:
-    """`, whose quota is Q with U reserved by N admitted workloads`, from the ClusterQueue; '' unread."""
-    if not cluster_queue:
-        return ""
+def _shortfall(shot: Snapshot, flavor: str, resource: str) -> str:
+    """` lacks N cpu: the job asks for A in all, and W admitted workloads hold H of its Q`,
+    from the Workload's requests and the ClusterQueue's quota and reservations; ` lacks cpu` when
+    the ClusterQueue may not be read."""
+    from generator.job import quantity
+
+    needed = sum((quantity.parse(r.get("resources", {}).get(resource, 0))
+                  for r in ((shot.workload or {}).get("status") or {}).get("resourceRequests") or []), start=Decimal(0))
+    cluster_queue = shot.cluster_queue or {}
     quota = next((r.get("nominalQuota") for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
                   for f in g.get("flavors") or [] if f.get("name") == flavor
                   for r in f.get("resources") or [] if r.get("name") == resource), None)
+    if quota is None or not needed:
+        return f" lacks {resource}"
     status = cluster_queue.get("status") or {}
-    used = next((r.get("total") for f in status.get("flavorsReservation") or [] if f.get("name") == flavor
-                 for r in f.get("resources") or [] if r.get("name") == resource), None)
-    if quota is None:
-        return ""
-    count = status.get("reservingWorkloads", status.get("admittedWorkloads", 0))
-    return (f" (its quota is {quota} {resource}, {used or 0} of it held by {count} admitted "
-            f"workload{'s' if count != 1 else ''})")
+    held = next((r.get("total") for f in status.get("flavorsReservation") or [] if f.get("name") == flavor
+                 for r in f.get("resources") or [] if r.get("name") == resource), "0")
+    count = status.get("reservingWorkloads", 0)
+    short = needed - (quantity.parse(quota) - quantity.parse(held))
+    return (f" lacks {_amount(short)} {resource}: the job asks for {_amount(needed)} in all, and {count} admitted "
+            f"workload{'s hold' if count != 1 else ' holds'} {held} of its {quota}")
+
+
+def _amount(value: Decimal) -> str:
+    return format(value.normalize(), "f")
 
 
 def gang(shot: Snapshot) -> Iterator[Diagnosis]:
