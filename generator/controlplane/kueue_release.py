@@ -20,9 +20,12 @@ from generator.errors import UserError
 RELEASE = "kueue"
 NAMESPACE = "kueue-system"
 CONTROLLER = f"{RELEASE}-controller-manager"  # the chart's fullname is the release's name
-# The integrations this project's jobs need; the chart's default list also turns on Ray, MPI,
-# JobSet, plain Jobs and more, which would put Kueue's webhooks in front of everything they create.
-FRAMEWORKS = ["kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
+# The integrations this project's jobs need, of the chart's default list (which also turns on Ray, MPI
+# and more). Plain Jobs and JobSets stay on: Kueue v0.17.0's batch Job webhook, which the chart
+# registers whatever is on, panics on every Job (a nil queue manager) when the batch/job integration is
+# off, so JobSet could not create a TrainJob's Jobs; and a JobSet a TrainJob owns is then known as
+# Kueue's own child, not queued again.
+FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
 FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, QUEUE_NAMESPACE = "default-flavor", "cluster-queue", "default", "default"
 API = "kueue.x-k8s.io/v1beta2"
 QUOTA_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")

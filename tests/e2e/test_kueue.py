@@ -73,8 +73,8 @@ def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(clu
     found = _diagnose(cluster, "kq-second")
     held = next(f for f in found if f["object"].startswith("Workload/"))
     assert "insufficient unused quota for cpu in flavor default-flavor" in held["message"]
-    assert held["fix"].startswith("ClusterQueue cluster-queue lacks 2 cpu of quota (its quota is 2 cpu, 2 of it held by "
-                                  "1 admitted workload)")
+    assert held["fix"].startswith("ClusterQueue cluster-queue lacks 2 cpu: the job asks for 2 in all, and 1 admitted "
+                                  "workload holds 2 of its 2")
     # When the first ends, the second is admitted with both pods at once, and runs to the end.
     assert cluster.cli("wait", "kq-first", "--for", "Succeeded", "--timeout", "600").returncode == 0
     assert cluster.cli("wait", "kq-second", "--for", "Succeeded", "--timeout", "600").returncode == 0

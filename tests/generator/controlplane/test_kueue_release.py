@@ -44,10 +44,12 @@ def test_the_chart_is_the_pinned_modules_own(tmp_path):
     assert str(kueue_release.chart(tmp_path)).endswith(f"sigs.k8s.io/kueue@{build.KUEUE_VERSION}/charts/kueue")
 
 
-def test_only_the_pytorchjob_and_trainjob_integrations_are_on_and_the_rest_of_the_config_is_the_charts(cache):
+def test_the_pytorchjob_and_trainjob_integrations_are_on_and_the_rest_of_the_config_is_the_charts(cache):
     values = kueue_release.values(kueue_release.chart())
     config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
-    assert config["integrations"]["frameworks"] == ["kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
+    # Jobs and JobSets too: a TrainJob's JobSet creates Jobs through Kueue's batch Job webhook.
+    assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob",
+                                                    "trainer.kubeflow.org/trainjob"]
     assert config["webhook"] == {"port": 9443} and config["kind"] == "Configuration"
 
 
