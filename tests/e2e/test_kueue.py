@@ -115,4 +115,4 @@ def test_a_trainjob_is_held_admitted_and_run_through_kueue(cluster, tmp_path):
          "involvedObject.kind=TrainJob,involvedObject.name=kq-v2"], env=cluster.env, capture_output=True,
         text=True).stdout)["items"]
     assert {"Suspended", "Started"} & {e["reason"] for e in events}, [e["reason"] for e in events]
-    cluster.cli("delete", "kq-v2", "--with-pvc", check=True)
+    cluster.cli("delete", "kq-v2", check=True)
