@@ -32,6 +32,18 @@ def _quantity(ctx, param, value):
     return value
 
 
+def _kueue_quota(ctx, param, value):
+    if value is None:
+        return None
+    from generator.controlplane import kueue_release
+
+    try:
+        kueue_release.parse_quota(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.group("cluster")
 def command() -> None:
     """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node that runs pods as processes, and the operator."""
@@ -60,8 +72,15 @@ def command() -> None:
 @click.option("--trainer", is_flag=True,
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
                    "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
+@click.option("--kueue", is_flag=True,
+              help="Also install Kueue v0.17.0 (its chart, release kueue in kueue-system) for PyTorchJobs and TrainJobs, "
+                   "with a ClusterQueue as large as the node and the LocalQueue `default` in namespace default.")
+@click.option("--kueue-quota", metavar="QUOTA", callback=_kueue_quota,
+              help="The ClusterQueue's quota instead of the node's, as cpu=3,memory=8Gi,nvidia.com/gpu=1 (each one "
+                   "given replaces the node's); `none` creates no queues.")
 @dir_option
 def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, registry, trainer,
+       kueue, kueue_quota,
        directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
 
@@ -88,17 +107,21 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("the real node pulls the operator's and Trainer's images, and no registry serves them "
                                "here: add --registry HOST:PORT (a registry on this machine holding them) or "
                                "--no-operator (and no --trainer)")
+    if kueue_quota and not kueue:
+        raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
                          node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind, registry),
                          operator=operator,
-                         trainer=trainer)
+                         trainer=trainer, kueue=kueue, kueue_quota=kueue_quota)
     from generator.controlplane import build
 
     installed = (f"operator release {state.operator.release} in namespace {state.operator.namespace}"
                  if state.operator else "no operator: helm install it")
     if state.trainer:
         installed += f", Trainer release {state.trainer.release} in namespace {state.trainer.namespace}"
+    if state.kueue:
+        installed += f", Kueue release {state.kueue.release} in namespace {state.kueue.namespace}"
     click.echo(f"cluster ready: {state.server}, node {state.node} ({installed}); "
                f"kubectl is {build.binary('kubectl')}", err=True)
     click.echo(f"export KUBECONFIG={state.kubeconfig}")

@@ -107,13 +107,14 @@ def _chart_image(chart: Path) -> dict:
     return yaml.safe_load((chart / "values.yaml").read_text())
 
 
-# The images of upstream's Kubeflow Trainer and JobSet charts that the local cluster runs, by role,
-# with each image's USER: the two controllers are distroless `nonroot` images (65532), which their
+# The images of upstream's Kubeflow Trainer, JobSet and Kueue charts that the local cluster runs, by
+# role, with each image's USER: the controllers are distroless `nonroot` images (65532), which their
 # charts' runAsNonRoot relies on.
 NONROOT = (65532, 65532)
 UPSTREAM = {
     "trainer-controller": (PRIVATE, ("/manager",), "Kubeflow Trainer's controller built into the cache", NONROOT),
     "jobset": (PRIVATE, ("/manager",), "the JobSet controller built into the cache", NONROOT),
+    "kueue": (PRIVATE, ("/manager",), "Kueue's controller built into the cache", NONROOT),
     # The runtimes installer's alpine: `apk add kubectl` finds kubectl already there.
     "installer": (SHELL, ("sh",), "this machine's sh with the cluster's kubectl", (0, 0)),
 }

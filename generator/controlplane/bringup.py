@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from generator.container import ports
 from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
+from generator.controlplane import kueue_release as kueue_release_
 from generator.controlplane import trainer_release as trainer_release_
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def certificates(sup: Supervisor) -> None:
     ca = pki.Authority(sup.layout.pki)
     for cert in components.certificates(sup.config):
         ca.issue(cert.stem, cert.cn, org=cert.org, server=cert.server, ips=list(cert.ips), also_client=cert.also_client)
+    pki.Authority(sup.config.front_proxy, components.FRONT_PROXY_CA).issue(components.FRONT_PROXY_CLIENT,
+                                                                           components.FRONT_PROXY_CLIENT)
     pki.service_account_key(sup.layout.pki)
 
 
@@ -113,27 +116,45 @@ def trainer_release(sup: Supervisor) -> None:
     sup.save(trainer=trainer_release_.install(sup.layout, operator.helm_env(sup.layout)))
 
 
+def kueue_release(sup: Supervisor) -> None:
+    # After Trainer's: Kueue's webhooks refuse PyTorchJobs and TrainJobs until its pod answers,
+    # so nothing that creates them may run before it is ready.
+    sup.save(kueue=kueue_release_.install(sup.layout, operator.helm_env(sup.layout)))
+
+
 def releases_ready(sup: Supervisor) -> None:
     if sup.state.operator:
         operator.wait_ready(sup.layout, sup.state.operator, sup.children["kubelet"])
     if sup.state.trainer:
         trainer_release_.wait_ready(sup.layout, sup.children["kubelet"])
+    if sup.state.kueue:
+        kueue_release_.wait_ready(sup.layout, sup.children["kubelet"])
+
+
+def kueue_queues(sup: Supervisor) -> None:
+    """The ResourceFlavor, ClusterQueue and LocalQueue a job's `kueue.queueName` names, once Kueue's
+    webhooks (which judge them) answer."""
+    if sup.kueue_quota is not None:
+        kueue_release_.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota)
 
 
 STEPS = [Step("image registry", image_registry), Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
          Step("kube-apiserver", kube_apiserver), Step("kube-controller-manager", kube_controller_manager),
          Step("kube-scheduler", kube_scheduler), Step("node", node), Step("default storage", default_storage),
          Step("operator release", operator_release), Step("trainer release", trainer_release),
-         Step("releases ready", releases_ready)]
+         Step("kueue release", kueue_release), Step("releases ready", releases_ready),
+         Step("kueue queues", kueue_queues)]
 
 
-def steps(with_operator: bool, with_trainer: bool = False) -> list[Step]:
+def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = False) -> list[Step]:
     """`cluster up --no-operator` leaves out the operator's release (the user installs it with
-    helm), and only `--trainer` installs Kubeflow Trainer's."""
+    helm), and only `--trainer` installs Kubeflow Trainer's, only `--kueue` Kueue's."""
     left_out = set() if with_operator else {operator_release}
     if not with_trainer:
         left_out.add(trainer_release)
-    if not (with_operator or with_trainer):
+    if not with_kueue:
+        left_out |= {kueue_release, kueue_queues}
+    if not (with_operator or with_trainer or with_kueue):
         left_out.add(releases_ready)
     return [s for s in STEPS if s.run not in left_out]
 

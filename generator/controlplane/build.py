@@ -1,8 +1,8 @@
 """The control plane's binaries, built once per machine from Go modules: etcd (embed),
 kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes release (this
 folder's go/ module, etcd built alone), kubectl of the same release for the user, training-operator
-v1.9.4, the helm CLI and Kubeflow Trainer v2.3.0's controller, each from its own module, and the
-JobSet controller Trainer requires from this folder's jobset/ module.
+v1.9.4, the helm CLI, Kubeflow Trainer v2.3.0's controller and Kueue's, each from its own module,
+and the JobSet controller Trainer requires from this folder's jobset/ module.
 
 Each group of binaries lives in the user's cache under a folder named for a hash of what it is
 built from, so every clone, CI run and `git clean` on this machine reuses the same build, and a
@@ -47,7 +47,13 @@ REGISTRY_MODULE = "github.com/distribution/distribution/v3"
 REGISTRY_VERSION = "v3.0.0"
 REGISTRY_PACKAGE = f"{REGISTRY_MODULE}/cmd/registry"
 REGISTRY_BINARY = "registry"
-BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY, REGISTRY_BINARY]
+# Kueue (`cluster up --kueue`): the newest release the proxy serves; it admits both PyTorchJobs and TrainJobs.
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_VERSION = "v0.17.0"
+KUEUE_PACKAGE = f"{KUEUE_MODULE}/cmd/kueue"
+KUEUE_BINARY = "kueue"
+BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY, REGISTRY_BINARY,
+            KUEUE_BINARY]
 # Written last into a group's folder: a folder without it is an interrupted build.
 COMPLETE = ".complete"
 
@@ -111,6 +117,7 @@ GROUPS = {
     "trainer": ([TRAINER_BINARY], lambda: f"{TRAINER_PACKAGE}@{TRAINER_VERSION}"),
     "jobset": ([JOBSET_BINARY], _jobset_stamp),
     "registry": ([REGISTRY_BINARY], lambda: f"{REGISTRY_PACKAGE}@{REGISTRY_VERSION}"),
+    "kueue": ([KUEUE_BINARY], lambda: f"{KUEUE_PACKAGE}@{KUEUE_VERSION}"),
 }
 
 
@@ -174,7 +181,8 @@ def _build(group: str, folder: Path, say) -> None:
             _go([go, "build", "-o", str(staging) + "/", JOBSET_MODULE], JOBSET_MODULE_DIR,
                 {**os.environ, "GOFLAGS": "-mod=mod"})
         else:
-            # The operator and helm each build in their own module, with the dependencies they release with.
+            # The operator, helm, Trainer and Kueue each build in their own module, with the dependencies they
+            # release with.
             package = GROUPS[group][1]()
             say(f"building {GROUPS[group][0][0]} from {package} into {folder}")
             _go([go, "install", package], staging, {**os.environ, "GOBIN": str(staging), "GOFLAGS": ""})

@@ -58,6 +58,12 @@ class ControlPlane:
     def ca(self) -> Path:
         return pki.files(self.layout.pki, "ca")[0]
 
+    @property
+    def front_proxy(self) -> Path:
+        """The aggregation layer's own CA's folder: extension API servers (Kueue's visibility API)
+        trust the user the API server names in request headers only from a client it signed."""
+        return self.layout.pki / "front-proxy"
+
 
 @dataclass(frozen=True)
 class Certificate:
@@ -83,6 +89,9 @@ def serving_stem(cfg: ControlPlane) -> str:
 
 APISERVER_KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the API server as the kubelet's client; nobody else
 ETCD_SERVER, ETCD_CLIENT = "etcd-server", "apiserver-etcd-client"  # etcd answers the holder of the client's key alone
+# The API server as the client of extension API servers, from a CA of its own (as kubeadm makes it): a
+# certificate of the cluster's CA cannot pass a user's name in headers.
+FRONT_PROXY_CA, FRONT_PROXY_CLIENT = "pytorchjob-kit-front-proxy-ca", "front-proxy-client"
 
 
 def certificates(cfg: ControlPlane) -> list[Certificate]:
@@ -134,6 +143,7 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
     kubelet_cert, kubelet_key = cfg.cert("apiserver-kubelet-client")
     sa_private, sa_public = pki.service_account_files(cfg.layout.pki)
     etcd_cert, etcd_key = cfg.cert(ETCD_CLIENT)
+    proxy_cert, proxy_key = pki.files(cfg.front_proxy, FRONT_PROXY_CLIENT)
     admission = cfg.layout.root / "admission.yaml"
     return Component("kube-apiserver", [
         str(build.binary("kube-apiserver")),
@@ -151,6 +161,11 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
         f"--admission-control-config-file={admission}",
         # No kube-proxy here: the API server reaches webhooks at their endpoints, the pods' own IPs.
         "--enable-aggregator-routing=true",
+        # The aggregation layer, for APIs served by pods (Kueue's visibility.kueue.x-k8s.io).
+        f"--requestheader-client-ca-file={pki.files(cfg.front_proxy, 'ca')[0]}",
+        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}", "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group", "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={proxy_cert}", f"--proxy-client-key-file={proxy_key}",
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         # pods/log reaches the kubelet at the Node's InternalIP, each side checking the other's certificate.

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import build, network, processes, state, trainer_release
+from generator.controlplane import build, kueue_release, network, processes, state, trainer_release
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import MARKER, Layout, started_by
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
@@ -70,7 +70,7 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
-       operator: bool = True, trainer: bool = False) -> ClusterState:
+       operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
     current = running(layout)
     if current:
         if current.phase != "ready":
@@ -80,6 +80,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         if trainer and not current.trainer:
             raise UserError(f"the cluster in {layout.root} runs without Kubeflow Trainer; run `python -m generator "
                             "cluster down`, then `cluster up --trainer`")
+        if kueue and not current.kueue:
+            raise UserError(f"the cluster in {layout.root} runs without Kueue; run `python -m generator cluster down`, "
+                            "then `cluster up --kueue`")
         same_images(layout, current, (node or NodeOptions()).images)
         return current
     if values_file and not Path(values_file).is_file():
@@ -124,6 +127,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     if trainer:
         trainer_release.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
         argv.append("--trainer")
+    if kueue:
+        kueue_release.checked_chart()  # its chart found before anything starts
+        argv += ["--kueue"] + ([f"--kueue-quota={kueue_quota}"] if kueue_quota else [])
     argv.append(f"--node={(node or NodeOptions()).encode()}")
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -236,7 +242,7 @@ def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
 
     from generator.controlplane import operator
 
-    releases = [r for r in (current.operator, current.trainer) if r]
+    releases = [r for r in (current.operator, current.trainer, current.kueue) if r]
     if not releases:
         return []
     try:

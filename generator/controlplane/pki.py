@@ -65,7 +65,7 @@ class Authority:
     """The cluster's CA: signs every other certificate. A CA near its end is replaced, and every
     certificate it signed with it."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, name: str = "pytorchjob-kit-local-ca"):
         self.folder = folder
         self.cert_path, self.key_path = folder / "ca.crt", folder / "ca.key"
         if self.cert_path.exists():
@@ -76,7 +76,7 @@ class Authority:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         folder.chmod(0o700)  # keys and the CA: nobody else on the machine lists or reads them
         self.key = ec.generate_private_key(ec.SECP256R1())
-        name = _name("pytorchjob-kit-local-ca")
+        name = _name(name)
         self.cert = (_builder(name, name, self.key.public_key())
                      .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
                      .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,

@@ -15,7 +15,7 @@ from generator.errors import UserError
 
 # Raised when a field is added, renamed or changes meaning: a state file of another version is
 # refused by name instead of being half-read. Version 1 is the untyped file, which had no version.
-VERSION = 3
+VERSION = 4
 LIVE_PHASES = ("starting", "ready", "degraded")
 
 
@@ -82,6 +82,7 @@ class ClusterState:
     node: str | None = None
     operator: OperatorRelease | None = None
     trainer: OperatorRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
+    kueue: OperatorRelease | None = None  # Kueue's release (`cluster up --kueue`)
     pod_network: PodNetwork | None = None
     processes: dict[str, Process] = field(default_factory=dict)
 
@@ -103,10 +104,12 @@ class ClusterState:
         try:
             operator = raw.pop("operator", None)
             trainer = raw.pop("trainer", None)
+            kueue = raw.pop("kueue", None)
             network = raw.pop("pod_network", None)
             children = raw.pop("processes", None) or {}
             return cls(**raw, operator=OperatorRelease(**operator) if operator else None,
                        trainer=OperatorRelease(**trainer) if trainer else None,
+                       kueue=OperatorRelease(**kueue) if kueue else None,
                        pod_network=PodNetwork(**network) if network else None,
                        processes={name: Process(**info) for name, info in children.items()})
         except TypeError as exc:

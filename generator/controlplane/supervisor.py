@@ -1,10 +1,11 @@
 """The process that owns a local cluster: it runs the bring-up's steps in order (bringup.py:
 the pod network, etcd, the API server, controller-manager and scheduler, the process kubelet,
-default storage, the operator release, Kubeflow Trainer's), keeps DIR/state.json current, marks the cluster degraded
+default storage, the operator release, Kubeflow Trainer's, Kueue's and its queues), keeps DIR/state.json current, marks the cluster degraded
 when a child exits, and stops everything on SIGTERM. `generator cluster up` starts it in the
 background.
 
-    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer] [--node JSON]
+    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer]
+        [--kueue [--kueue-quota QUOTA]] [--node JSON]
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from generator.controlplane import bringup, components, network, processes, state
+from generator.controlplane import bringup, components, kueue_release, network, processes, state
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
@@ -25,9 +26,12 @@ STOP_ORDER = ["kubelet", "containerd", "kube-scheduler", "kube-controller-manage
 
 
 class Supervisor:
-    def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False):
+    def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False,
+                 kueue: bool = False, kueue_quota: dict[str, str] | None = None):
         self.layout = layout
         self.trainer = trainer  # Kubeflow Trainer's release too
+        self.kueue = kueue  # Kueue's release too
+        self.kueue_quota = kueue_quota  # the ClusterQueue's quota beyond the node's; None: no queues
         self.operator_values = operator_values  # None: no operator release
         self.node = node
         self.children: dict[str, processes.Child] = {}
@@ -74,7 +78,8 @@ class Supervisor:
         return 0
 
     def _bring_up(self) -> None:
-        steps = bringup.steps(with_operator=self.operator_values is not None, with_trainer=self.trainer)
+        steps = bringup.steps(with_operator=self.operator_values is not None, with_trainer=self.trainer,
+                              with_kueue=self.kueue)
         for number, step in enumerate(steps, 1):
             print(f"step {number}/{len(steps)}: {step.name}", flush=True)
             self.save(step=step.name)
@@ -118,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
     parser.add_argument("--no-operator", action="store_true", help="install no operator release")
     parser.add_argument("--trainer", action="store_true", help="install Kubeflow Trainer v2 with JobSet")
+    parser.add_argument("--kueue", action="store_true", help="install Kueue and its queues")
+    parser.add_argument("--kueue-quota", type=kueue_release.parse_quota, default={}, metavar="QUOTA",
+                        help="the ClusterQueue's quota (kueue_release.parse_quota), `none` for no queues")
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
     args = parser.parse_args(argv)
@@ -127,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         from generator.job import values_io
 
         values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
-    supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node, args.trainer)
+    supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node, args.trainer, args.kueue, args.kueue_quota)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from generator import kinds
 from generator.cluster import client as api
+from generator.job.importer import KUEUE_LABEL
 from generator.kinds.base import JobKind
 
 LOG_LINES = 20
@@ -20,7 +21,9 @@ LAUNCHER_LINES = 200
 CHILD_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
 # The gang schedulers' PodGroups, as the operator creates them: (group, version).
 POD_GROUP_APIS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1")}
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
+# Kueue's API: v1beta2 since v0.15 (its conversion webhook serves v1beta1 too, but only while Kueue runs);
+# v1beta1 alone before.
+KUEUE_GROUP, KUEUE_VERSIONS = "kueue.x-k8s.io", ("v1beta2", "v1beta1")
 
 
 @dataclass
@@ -35,6 +38,9 @@ class Snapshot:
     services: list[str] = field(default_factory=list)
     pod_groups: dict[str, dict | None] = field(default_factory=dict)  # scheduler -> its PodGroup; absent: no CRD
     workload: dict | None = None
+    # The LocalQueue the job names and its ClusterQueue (quota, usage): None when missing or not readable.
+    local_queue: dict | None = None
+    cluster_queue: dict | None = None
     logs: dict[str, str] = field(default_factory=dict)  # "pod/container" -> its last lines
     now: str = ""
     runtime: dict | None = None  # a TrainJob's TrainingRuntime or ClusterTrainingRuntime; {} when not readable
@@ -121,8 +127,11 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
     mine = {(kind.kind, name), ("PodGroup", name), ("JobSet", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
     # A kind with child Jobs (a TrainJob's JobSet) makes one per replicated job, <name>-<replicated job>.
+    shot.workload = _workload(c, job)
+    if shot.workload:  # its own Workload's events, not those of every Workload in the namespace
+        mine.add(("Workload", shot.workload["metadata"]["name"]))
     shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
-                   or e.involved_object.kind in ("PersistentVolumeClaim", "Workload")
+                   or e.involved_object.kind == "PersistentVolumeClaim"
                    or (kind.child_jobs and e.involved_object.kind == "Job"
                        and (e.involved_object.name or "").startswith(name + "-"))]
     nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
@@ -146,7 +155,9 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
         except Exception as exc:
             if _status(exc) == 404 and _crd_exists(c, group, version):
                 shot.pod_groups[scheduler] = None  # the kind exists; this job has none
-    shot.workload = _workload(c, job)
+    queue = (job["metadata"].get("labels") or {}).get(KUEUE_LABEL)
+    if queue:
+        shot.local_queue, shot.cluster_queue = _queues(c, queue)
     for pod in shot.pods:
         for status in _container_statuses(pod):
             if _failed(status):
@@ -241,14 +252,35 @@ def _node_summary(node: dict) -> dict:
 
 def _workload(c: api.Cluster, job: dict) -> dict | None:
     """Kueue's Workload for the job: the one it owns."""
-    group, version = KUEUE
-    listing = _optional(lambda: c.custom.list_namespaced_custom_object(group, version, c.namespace, "workloads",
-                                                                        _request_timeout=c.request_timeout))
-    uid = job["metadata"].get("uid")
-    for item in (listing or {}).get("items") or []:
-        if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or []):
-            return item
+    for version in KUEUE_VERSIONS:
+        listing = _optional(lambda v=version: c.custom.list_namespaced_custom_object(
+            KUEUE_GROUP, v, c.namespace, "workloads", _request_timeout=c.request_timeout))
+        if listing is None:
+            continue
+        uid = job["metadata"].get("uid")
+        for item in listing.get("items") or []:
+            if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or []):
+                item["metadata"].pop("managedFields", None)
+                return item
+        return None
     return None
+
+
+def _queues(c: api.Cluster, name: str) -> tuple[dict | None, dict | None]:
+    """The LocalQueue `name` of the job's namespace and the ClusterQueue it points at."""
+    for version in KUEUE_VERSIONS:
+        local = _optional(lambda v=version: c.custom.get_namespaced_custom_object(
+            KUEUE_GROUP, v, c.namespace, "localqueues", name, _request_timeout=c.request_timeout))
+        if local is None:
+            continue
+        local["metadata"].pop("managedFields", None)
+        target = (local.get("spec") or {}).get("clusterQueue")
+        cluster = _optional(lambda v=version, t=target: c.custom.get_cluster_custom_object(
+            KUEUE_GROUP, v, "clusterqueues", t, _request_timeout=c.request_timeout)) if target else None
+        if cluster:
+            cluster["metadata"].pop("managedFields", None)
+        return local, cluster
+    return None, None
 
 
 def _crd_exists(c: api.Cluster, group: str, version: str) -> bool:

@@ -98,6 +98,18 @@ def test_pytorchjob_level_fields_are_typed():
     assert spec["elasticPolicy"]["properties"]["rdzvBackend"]["enum"] == ["c10d", "etcd", "etcd-v2"]
 
 
+def test_a_ports_protocol_defaults_to_tcp_in_every_container_as_for_a_pod():
+    # Kueue compares a job's pod templates with its Workload's, whose CRD defaults the protocol:
+    # without this default here, Kueue deletes and remakes the Workload of any job with a port, forever.
+    spec = version()["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    pod = spec["pytorchReplicaSpecs"]["additionalProperties"]["properties"]["template"]["properties"]["spec"]
+    assert pod["x-kubernetes-preserve-unknown-fields"] is True  # the rest of the pod stays Kubernetes' to judge
+    for containers in ("initContainers", "containers"):
+        port = pod["properties"][containers]["items"]["properties"]["ports"]["items"]
+        assert port["properties"]["protocol"] == {"type": "string", "default": "TCP"}
+        assert port["x-kubernetes-preserve-unknown-fields"] is True
+
+
 OURS = sorted(MANIFESTS.glob("*.yaml"))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import posixpath
 import subprocess
 import sys
 from collections.abc import Callable
@@ -111,14 +112,14 @@ def binaries() -> dict[str, Path]:
     from generator.controlplane import build
 
     return {"operator": build.binary(build.OPERATOR_BINARY), "trainer-controller": build.binary(build.TRAINER_BINARY),
-            "jobset": build.binary(build.JOBSET_BINARY)}
+            "jobset": build.binary(build.JOBSET_BINARY), "kueue": build.binary(build.KUEUE_BINARY)}
 
 
 def upstream() -> dict[str, str]:
-    """The images of upstream's Trainer and JobSet charts, by role."""
-    from generator.controlplane import trainer_release
+    """The images of upstream's Trainer, JobSet and Kueue charts, by role."""
+    from generator.controlplane import kueue_release, trainer_release
 
-    return trainer_release.images()
+    return {**trainer_release.images(), **kueue_release.images()}
 
 
 @dataclass
@@ -183,7 +184,7 @@ def prepare(program: programs.Program, container: dict, env: dict[str, str], vol
             argv = [_named(target, [a], moved) or a for a in argv]
             mounts[i] = (source, moved, read_only)
     for _, target, _ in mounts:
-        if not _mountable(target):
+        if not _mountable(target) and not (binary is not None and _makeable(program.role, target)):
             raise StartError(f'mountPath "{target}" is not a folder on this machine and not under '
                              f"{' or '.join(PRIVATE_ROOTS)}, so this process node cannot mount there")
     return Prepared(argv, env, workdir, mounts, binary)
@@ -221,6 +222,17 @@ def _mount_point(path: str) -> None:
         raise StartError(f"{path}, where the image's code folder mounts, is not a folder on this machine")
 
 
+# Mount points a built controller's image has and this machine lacks, made as empty folders as a
+# runtime makes them in an image: Kueue writes its visibility API's certificate to /visibility (the
+# path is in its code, so it cannot move). Only these, by role: any pod may name a controller's
+# image, and a mount point of its choosing would be a folder made anywhere here as root.
+MADE_MOUNT_POINTS = {"kueue": ("/visibility",)}
+
+
+def _makeable(role: str, target: str) -> bool:
+    return posixpath.normpath(target) in MADE_MOUNT_POINTS.get(role, ()) and not Path(target).exists()
+
+
 def _mountable(target: str) -> bool:
     """Whether a private mount namespace can mount at `target` without creating it on this machine."""
     return target.startswith(tuple(r + "/" for r in PRIVATE_ROOTS) + PRIVATE_ROOTS) or Path(target).is_dir()
@@ -251,6 +263,10 @@ def start(program: programs.Program, container: dict, env: dict[str, str], volum
     inside = ready.code is not None and ready.cwd.is_relative_to(ready.code[0])
     if ready.code:
         _mount_point(ready.code[0])
+    if ready.binary is not None:
+        for _, target, _ in ready.mounts or []:
+            if _makeable(program.role, target):
+                _mount_point(target)
     launch = workdir if inside else ready.cwd
     workdir.mkdir(parents=True, exist_ok=True)  # in the pod's folder, which only the node writes
     _make_folder(launch, [workdir, *volumes.values()])

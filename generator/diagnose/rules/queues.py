@@ -2,20 +2,23 @@
 every pod until all fit at once."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from decimal import Decimal
 
-from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, suspended
+from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, ended, suspended
 from generator.diagnose.snapshot import Snapshot
-from generator.fixtext import setting, value
+from generator.fixtext import value
 from generator.job.importer import KUEUE_LABEL as QUEUE_LABEL
 
 QUEUE_NAME, PRIORITY_CLASS = value("kueue.queueName"), value("priorityClassName")
-REQUESTS, WORKERS = value("resources.requests"), value("topology.workers")
-SUSPEND = setting("runPolicy.suspend", "true")
+REQUESTS, WORKERS, GPUS = value("resources.requests"), value("topology.workers"), value("resources.gpus")
 MIN_AVAILABLE, GANG_QUEUE = value("runPolicy.schedulingPolicy.minAvailable"), value("runPolicy.schedulingPolicy.queue")
 
 
 def kueue(shot: Snapshot) -> Iterator[Diagnosis]:
+    """Why Kueue holds the job, from what Kueue wrote: the Workload's QuotaReserved and Admitted
+    conditions, and the quota and usage of the ClusterQueue behind the job's LocalQueue."""
     labels = shot.job["metadata"].get("labels") or {}
     queue = labels.get(QUEUE_LABEL)
     workload = shot.workload
@@ -31,25 +34,104 @@ def kueue(shot: Snapshot) -> Iterator[Diagnosis]:
     conditions = {c["type"]: c for c in (workload.get("status") or {}).get("conditions") or []}
     admitted = conditions.get("Admitted", {}).get("status") == "True"
     reserved = conditions.get("QuotaReserved", {})
-    if not admitted:
-        message = reserved.get("message") or conditions.get("Admitted", {}).get("message") or "waiting for quota"
-        if "LocalQueue" in message and ("doesn't exist" in message or "not found" in message):
-            fix = f"set {QUEUE_NAME} (now {queue}) to a LocalQueue of namespace {shot.namespace} (`kubectl get localqueues -n {shot.namespace}`)"
-        elif "inactive" in message:
-            fix = f"the ClusterQueue behind the LocalQueue is inactive: ask its admin, or choose another {QUEUE_NAME}"
-        else:
-            fix = (f"the queue {queue} lacks quota for the whole job: lower {REQUESTS} or {WORKERS}, "
-                   "or wait for quota; `kubectl get clusterqueues` shows usage")
-        yield Diagnosis(WARNING, name, reserved.get("reason") or "NotAdmitted", f"not admitted by Kueue: {message}", fix)
-    elif suspended(shot):
+    if not admitted and not ended(shot):
+        yield _not_admitted(shot, name, queue, reserved or conditions.get("Admitted", {}))
+    elif admitted and suspended(shot) and not ended(shot):
+        where = _cluster_queue_name(shot, workload)
         yield Diagnosis(WARNING, name, "AdmittedButSuspended",
-                        "admitted by Kueue, but the job is still suspended: Kueue has not resumed it",
-                        f"check Kueue's controller log for the job; {QUEUE_NAME} must not be combined with "
-                        f"{SUSPEND}")
+                        f"admitted by Kueue (ClusterQueue {where}), but the {shot.kind} is still suspended: Kueue "
+                        "resumes an admitted job itself, and has not resumed this one yet",
+                        f"Kueue retries until its update of the job goes through; most often a webhook of the "
+                        f"{shot.kind}'s own controller is not answering (its pod is not running) and refuses that "
+                        f"update; Kueue's log names it: `kubectl logs -n kueue-system deploy/kueue-controller-manager "
+                        f"| grep '\"name\":\"{shot.name}\"'`")
     if conditions.get("Evicted", {}).get("status") == "True":
         evicted = conditions["Evicted"]
         yield Diagnosis(WARNING, name, evicted.get("reason", "Evicted"), f"evicted by Kueue: {evicted.get('message', '')}",
                         f"Kueue re-queues it; a higher {PRIORITY_CLASS} keeps it from being preempted")
+
+
+# What Kueue's flavor assigner writes when a pod set does not fit (pkg/scheduler/flavorassigner).
+UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
+CAPACITY = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*> maximum capacity \((\S+)\)")
+UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
+
+
+def _not_admitted(shot: Snapshot, name: str, queue: str | None, cond: dict) -> Diagnosis:
+    message = cond.get("message") or "Kueue has not considered it yet"
+    reason = cond.get("reason") or "NotAdmitted"
+    said = f"not admitted by Kueue: {message}"
+    cq = _cluster_queue_name(shot, shot.workload)
+    if re.search(r"^LocalQueue \S+ doesn't exist", message):
+        return Diagnosis(ERROR, name, reason, said,
+                         f"no LocalQueue {queue} in namespace {shot.namespace}: set {QUEUE_NAME} (now {queue}) to one "
+                         f"that exists (`kubectl get localqueues -n {shot.namespace}`), or ask your admin for one; the "
+                         "job waits, suspended, until it exists")
+    missing = re.search(r"^ClusterQueue (\S+) doesn't exist", message)
+    if missing:
+        return Diagnosis(ERROR, name, reason, said,
+                         f"LocalQueue {queue} points at ClusterQueue {missing.group(1)}, which does not exist: ask "
+                         f"your admin to create it, or choose another {QUEUE_NAME}")
+    if "inactive" in message or "is stopped" in message:
+        return Diagnosis(ERROR, name, reason, said,
+                         f"the queue is not accepting jobs (`kubectl describe clusterqueue {cq}` says why, such as a "
+                         f"missing ResourceFlavor): ask its admin, or choose another {QUEUE_NAME}")
+    uncovered = UNCOVERED.search(message)
+    if uncovered:
+        return Diagnosis(ERROR, name, reason, said,
+                         f"ClusterQueue {cq} has no quota for {uncovered.group(1)} at all, so the job is never "
+                         f"admitted there: choose a {QUEUE_NAME} whose ClusterQueue covers it, or "
+                         + (f"set {GPUS} to 0" if uncovered.group(1).endswith("/gpu") else f"drop it from {REQUESTS}"))
+    never = CAPACITY.search(message)
+    if never:
+        resource, _, total = never.groups()
+        return Diagnosis(ERROR, name, reason, said,
+                         f"the job asks for more {resource} than ClusterQueue {cq}'s whole quota ({total}), so it is "
+                         f"never admitted: lower {REQUESTS} or {WORKERS}, or ask for a larger nominalQuota")
+    short = UNUSED.search(message)
+    if short:
+        resource, flavor = short.group(1), short.group(2)
+        return Diagnosis(WARNING, name, reason, said,
+                         f"ClusterQueue {cq}{_shortfall(shot, flavor, resource)}: the job starts, all its pods at once, "
+                         f"when admitted jobs free that quota; to start sooner lower {REQUESTS} or {WORKERS}, or ask "
+                         f"for more nominalQuota (`kubectl get clusterqueue {cq} -o yaml` shows quota and usage)")
+    return Diagnosis(WARNING, name, reason, said,
+                     f"`kubectl describe clusterqueue {cq}` shows the queue's quota and usage; lower {REQUESTS} or "
+                     f"{WORKERS} if the job does not fit")
+
+
+def _cluster_queue_name(shot: Snapshot, workload: dict | None) -> str:
+    admission = ((workload or {}).get("status") or {}).get("admission") or {}
+    local = ((shot.local_queue or {}).get("spec") or {}).get("clusterQueue")
+    return admission.get("clusterQueue") or local or "of the job's LocalQueue"
+
+
+def _shortfall(shot: Snapshot, flavor: str, resource: str) -> str:
+    """` lacks N cpu: the job asks for A in all, and W admitted workloads hold H of its Q`,
+    from the Workload's requests and the ClusterQueue's quota and reservations; ` lacks cpu` when
+    the ClusterQueue may not be read."""
+    from generator.job import quantity
+
+    needed = sum((quantity.parse(r.get("resources", {}).get(resource, 0))
+                  for r in ((shot.workload or {}).get("status") or {}).get("resourceRequests") or []), start=Decimal(0))
+    cluster_queue = shot.cluster_queue or {}
+    quota = next((r.get("nominalQuota") for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+                  for f in g.get("flavors") or [] if f.get("name") == flavor
+                  for r in f.get("resources") or [] if r.get("name") == resource), None)
+    if quota is None or not needed:
+        return f" lacks {resource}"
+    status = cluster_queue.get("status") or {}
+    held = next((r.get("total") for f in status.get("flavorsReservation") or [] if f.get("name") == flavor
+                 for r in f.get("resources") or [] if r.get("name") == resource), "0")
+    count = status.get("reservingWorkloads", 0)
+    short = needed - (quantity.parse(quota) - quantity.parse(held))
+    return (f" lacks {_amount(short)} {resource}: the job asks for {_amount(needed)} in all, and {count} admitted "
+            f"workload{'s hold' if count != 1 else ' holds'} {held} of its {quota}")
+
+
+def _amount(value: Decimal) -> str:
+    return format(value.normalize(), "f")
+
 
 def gang(shot: Snapshot) -> Iterator[Diagnosis]:
     """PodGroups: a gang scheduler holds every pod until all fit at once."""

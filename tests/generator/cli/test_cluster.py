@@ -363,3 +363,14 @@ def test_down_kills_a_pods_process_that_left_its_session_and_dropped_the_marker(
     finally:
         escaped.kill()
         escaped.wait()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--kueue", "--kueue-quota", "cpu"], "Invalid value for '--kueue-quota': 'cpu': write RESOURCE=QUANTITY"),
+    (["--kueue", "--kueue-quota", "gpu=1"], "RESOURCE one of cpu, memory, nvidia.com/gpu"),
+    (["--kueue-quota", "cpu=2"], "--kueue-quota sizes Kueue's ClusterQueue: add --kueue"),
+])
+def test_a_bad_kueue_quota_is_refused_before_anything_starts(args, message, tmp_path):
+    code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)
+    assert code == 2 and out == "" and message in " ".join(err.split()), err
+    assert not (tmp_path / "cluster").exists()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.controlplane import bringup, build, components
+from generator.controlplane import bringup, build, components, pki
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import NodeOptions
 
@@ -98,6 +98,7 @@ def test_the_kubelet_gets_the_node_options_as_one_json_argument_that_decodes_bac
 
 def test_every_certificate_a_component_names_is_one_the_certificates_step_issues(cfg):
     issued = {path for cert in components.certificates(cfg) for path in cfg.cert(cert.stem)}
+    issued |= set(pki.files(cfg.front_proxy, components.FRONT_PROXY_CLIENT))  # from the aggregation layer's own CA
     named = set()
     for build_it in (components.kube_apiserver, components.kube_controller_manager, components.kube_scheduler,
                      components.kubelet):
@@ -108,7 +109,7 @@ def test_every_certificate_a_component_names_is_one_the_certificates_step_issues
                 continue
             user = yaml.safe_load(text)["users"][0]["user"]
             named |= {Path(user["client-certificate"]), Path(user["client-key"])}
-    named.discard(cfg.ca)
+    named -= {cfg.ca, pki.files(cfg.front_proxy, "ca")[0]}
     assert named and named <= issued
     # The node is known to the Node authorizer by its name and group.
     node = next(c for c in components.certificates(cfg) if c.stem == "kubelet-box")
@@ -141,6 +142,24 @@ def test_trainer_is_installed_only_when_asked_and_both_releases_start_before_eit
     assert names[-3:] == ["operator release", "trainer release", "releases ready"]
     assert [s.name for s in bringup.steps(with_operator=False, with_trainer=True)][-2:] == ["trainer release",
                                                                                           "releases ready"]
+
+
+def test_kueue_is_installed_only_when_asked_after_trainer_and_its_queues_once_its_webhooks_answer():
+    names = [s.name for s in bringup.steps(with_operator=True, with_trainer=True, with_kueue=True)]
+    assert names[-5:] == ["operator release", "trainer release", "kueue release", "releases ready", "kueue queues"]
+    assert [s.name for s in bringup.steps(with_operator=False, with_kueue=True)][-3:] == [
+        "kueue release", "releases ready", "kueue queues"]
+    assert "kueue release" not in [s.name for s in bringup.steps(with_operator=True, with_trainer=True)]
+
+
+def test_the_api_server_serves_aggregated_apis_only_through_its_own_front_proxy_certificate(cfg):
+    got = flags(components.kube_apiserver(cfg))
+    front = cfg.layout.pki / "front-proxy"
+    assert got["requestheader-client-ca-file"] == str(front / "ca.crt")
+    assert got["requestheader-allowed-names"] == "front-proxy-client"
+    assert (got["proxy-client-cert-file"], got["proxy-client-key-file"]) == (
+        str(front / "front-proxy-client.crt"), str(front / "front-proxy-client.key"))
+    assert got["client-ca-file"] != got["requestheader-client-ca-file"]  # no cluster certificate can pass a user
 
 
 @pytest.mark.parametrize("level", ["baseline", "restricted", "privileged"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -173,3 +174,37 @@ def test_a_working_dir_that_climbs_out_of_the_pods_folder_is_refused_before_anyt
         run(images.of("trainer"), {"name": "pytorch", "command": ["python", "-c", "pass"],
                                    "workingDir": "/../../../../x"}, {}, tmp_path)
     assert not (tmp_path / "x").exists() and not (tmp_path / "workdir").exists()
+
+
+def test_a_built_controllers_mount_point_this_machine_lacks_is_made_as_an_image_has_it(tmp_path, monkeypatch):
+    # Kueue writes its visibility API's certificate to /visibility, a path in its code, mounted from an emptyDir;
+    # here a folder of the test's stands for it.
+    parent = Path("/var/tmp") / f"pytorchjob-kit-mount-{os.getpid()}"
+    parent.mkdir()
+    target = parent / "visibility"
+    monkeypatch.setitem(runtime.MADE_MOUNT_POINTS, "kueue", (str(target),))
+    manager = tmp_path / "manager"
+    manager.write_text(f"#!/bin/sh\necho written > {target}/tls.crt && echo ok\n")
+    manager.chmod(0o755)
+    volume = tmp_path / "visibility"
+    volume.mkdir()
+    program = images.Program("kueue", "example.com/kueue", images.PRIVATE, ("/manager",), binary=manager)
+    try:
+        code, lines = run(program, {"name": "manager", "command": ["/manager"],
+                                    "volumeMounts": [{"name": "visibility", "mountPath": str(target)}]},
+                          {"visibility": volume}, tmp_path)
+        assert (code, lines) == (0, ["ok"])
+        assert (volume / "tls.crt").read_text() == "written\n"  # into the volume, not this machine's folder
+        assert target.is_dir() and not any(target.iterdir())
+    finally:
+        shutil.rmtree(parent)
+    # A shell image (this machine's sh) gets no such folder made for it, and the controller's image
+    # none but its own: a pod naming that image must not make folders here as root where it likes.
+    with pytest.raises(runtime.StartError, match="is not a folder on this machine"):
+        run(images.of("shell"), {"name": "sh", "command": ["true"],
+                                 "volumeMounts": [{"name": "v", "mountPath": str(target)}]}, {"v": volume}, tmp_path)
+    elsewhere = Path("/var/tmp") / f"pytorchjob-kit-nologin-{os.getpid()}"  # not under a private root such as /tmp
+    with pytest.raises(runtime.StartError, match="is not a folder on this machine"):
+        run(program, {"name": "manager", "command": ["/manager"],
+                      "volumeMounts": [{"name": "v", "mountPath": str(elsewhere)}]}, {"v": volume}, tmp_path)
+    assert not elsewhere.exists() and not target.exists()

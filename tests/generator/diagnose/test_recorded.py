@@ -33,3 +33,46 @@ def test_a_replica_that_exited_shows_its_code_and_the_trainers_complaint():
     assert found[0].message.startswith("container pytorch exited with code 2 (Error); its last log lines:")
     assert found[0].message.endswith("python -m trainer: error: unrecognized arguments: --no-such-flag")
     assert report.exit_code(found) == report.FOUND
+
+
+# Kueue v0.17.0 on `cluster up --kueue --kueue-quota cpu=2`, two-pod jobs of one CPU a pod.
+def test_a_job_held_by_kueue_for_quota_names_the_cluster_queue_and_what_it_lacks():
+    found = findings("kueue-quota")
+    assert [(f.severity, f.object, f.reason) for f in found] == [
+        ("warning", "Workload/pytorchjob-late-45e2c", "Pending")]
+    assert "insufficient unused quota for cpu in flavor default-flavor" in found[0].message
+    assert found[0].fix.startswith("ClusterQueue cluster-queue lacks 2 cpu: the job asks for 2 in all, and 1 admitted "
+                                   "workload holds 2 of its 2: the job starts, all its pods at once, when admitted jobs "
+                                   "free that quota")
+
+
+def test_a_job_naming_a_local_queue_that_does_not_exist():
+    found = findings("kueue-no-local-queue")
+    assert [(f.severity, f.reason, f.message) for f in found] == [
+        ("error", "Inadmissible", "not admitted by Kueue: LocalQueue team-a doesn't exist")]
+    assert found[0].fix.startswith("no LocalQueue team-a in namespace default: set `kueue.queueName` (now team-a)")
+
+
+def test_a_job_admitted_while_its_operators_webhook_is_down_stays_suspended():
+    # The training operator scaled to 0 as the quota freed: Kueue's update that resumes the job is
+    # refused ("no endpoints available" for the operator's validating webhook), and Kueue retries.
+    found = findings("kueue-admitted-suspended")
+    assert [(f.object, f.reason) for f in found] == [("Workload/pytorchjob-late-45e2c", "AdmittedButSuspended")]
+    assert found[0].message.startswith("admitted by Kueue (ClusterQueue cluster-queue), but the PyTorchJob is still "
+                                       "suspended")
+    assert "a webhook of the PyTorchJob's own controller is not answering" in found[0].fix
+
+
+def test_a_job_larger_than_the_whole_quota_is_never_admitted():
+    found = findings("kueue-over-quota")
+    assert [(f.severity, f.reason) for f in found] == [("error", "Pending")]
+    assert "> maximum capacity (2)" in found[0].message
+    assert found[0].fix.startswith("the job asks for more cpu than ClusterQueue cluster-queue's whole quota (2), so it "
+                                   "is never admitted")
+
+
+def test_a_gpu_job_on_a_queue_without_gpu_quota_is_never_admitted():
+    found = findings("kueue-uncovered")
+    assert [(f.severity, f.reason) for f in found] == [("error", "Pending")]
+    assert found[0].message.endswith("resource nvidia.com/gpu unavailable in ClusterQueue")
+    assert "has no quota for nvidia.com/gpu at all" in found[0].fix and found[0].fix.endswith("set `resources.gpus` to 0")

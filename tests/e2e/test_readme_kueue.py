@@ -1,0 +1,57 @@
+"""The README's `Kueue on your machine` block, run as written on a cluster of its own with the real
+Kueue v0.17.0, each command's output compared with the README's sample in the words
+test_readme_cluster puts machine-specific text in (and a Workload's generated suffix as ID)."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e import test_readme_cluster as readme_cluster
+from tests.e2e.test_readme_cluster import README, same_words, steps
+from tests.support.samples import mismatch
+
+shell = readme_cluster.shell  # the same clone's folder and shell, a cluster under its tmp_path
+
+pytestmark = pytest.mark.e2e
+
+SECTION = README.split("### Kueue on your machine", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+
+
+def words(text: str, cluster_dir, cache, node: str) -> str:
+    text = same_words(text, cluster_dir, cache, node)
+    return re.sub(r"\b(pytorchjob-\S+?)-[0-9a-f]{5}\b", r"\1-ID", text)  # Kueue names a Workload <kind>-<job>-<hash>
+
+
+def _diagnose(command: str, workdir, env) -> str:
+    """`diagnose` as written; it exits 1 when it has findings, as a held job has."""
+    done = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert done.returncode == 1, f"{command}\n{done.stdout}"
+    return done.stdout
+
+
+def test_the_readme_kueue_block_prints_what_the_readme_shows(shell):
+    from generator import paths
+    from generator.controlplane.kubelet import node_name
+
+    workdir, env = shell
+    (workdir / "runs").mkdir(exist_ok=True)
+    cluster_dir, cache = workdir / "cluster", paths.cache_dir()
+    listed = steps(BLOCK)
+    assert shlex.split(listed[0][0])[3:6] == ["cluster", "up", "--kueue"] and listed[-1][0].endswith("cluster down")
+    try:
+        for command, sample in listed:
+            printed = _diagnose(command, workdir, env) if " diagnose " in command else \
+                readme_cluster.run_step(command, workdir, env, cluster_dir)
+            if printed is None:
+                continue
+            expected, printed = (words(t, cluster_dir, cache, node_name()) for t in (sample, printed))
+            assert mismatch(expected, printed) == "", f"{command}: {mismatch(expected, printed)}\n{printed}"
+    finally:
+        subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,
+                       capture_output=True, timeout=180)
