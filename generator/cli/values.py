@@ -50,7 +50,9 @@ def command(base, sets, release, output, **flags) -> None:
     fail_if(checked.findings, f"{base} with the flags" if base else "values")
     emit(values_io.dump(values), output)
     job = checked.job or validation.check_values({**values, "target": "v1"}, release).job
-    trainjob = next((o for o in checked.objects if o.get("kind") == "TrainJob"), None)
+    from generator import kinds
+
+    trainjob = next((o for o in checked.objects if kinds.TRAINJOB.owns(o)), None)
     if job:
         click.echo(describe.summary(values, job, trainjob), err=True)
     for warning in checked.warnings:  # valid all the same, as `validate` says
