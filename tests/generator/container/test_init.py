@@ -122,7 +122,11 @@ def test_programs_in_namespaces_of_their_own_still_have_pids_no_other_program_ha
 
 
 # The shell's own /proc entry, then a child's: under a /proc of the namespace, each names itself.
-PROC_PROBE = "tr '\\0' ' ' < /proc/$$/cmdline; echo; sleep 30 & tr '\\0' ' ' < /proc/$!/cmdline; echo; kill $!"
+# The child is read once it has exec'd sleep (until then it is a copy of the shell), for at most
+# 2000 tries: under the host's /proc, $! names some other process and never becomes sleep.
+PROC_PROBE = ("tr '\\0' ' ' < /proc/$$/cmdline; echo; sleep 30 & n=0; "
+              "while read -r c < /proc/$!/comm; [ \"$c\" != sleep ] && [ $n -lt 2000 ]; do n=$((n+1)); done; "
+              "tr '\\0' ' ' < /proc/$!/cmdline; echo; kill $!")
 
 
 def test_the_program_sees_a_proc_of_its_own_namespace():
