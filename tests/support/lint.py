@@ -109,7 +109,8 @@ PYTHON_TREES = ["generator", "trainer", "tests"]
 # Names only a framework calls: click's group hooks, http.server's handlers, nn.Module.forward,
 # pytest's module marks and hooks, signal handlers' fixed parameters.
 FRAMEWORK_NAMES = ["list_commands", "get_command", "format_commands", "do_*", "log_message", "protocol_version", "server_version",
-                   "daemon_threads", "forward", "pytestmark", "pytest_*", "frame", "debug", "retries", "ignore_aliases", "indentless"]
+                   "daemon_threads", "forward", "pytestmark", "pytest_*", "frame", "debug", "retries", "ignore_aliases", "indentless",
+                   "mtime", "yaml_constructors"]  # tarfile's and PyYAML's attributes, read by them
 
 
 def code_problems() -> list[str]:

@@ -68,11 +68,6 @@ class Folders:
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
 
-    @property
-    def kernel_record(self) -> Path:
-        """The kernel settings as they were before the kubelet changed them, put back at `cluster down`."""
-        return self.root / "kernel-settings.json"
-
     def sockets(self) -> list[Path]:
         return [self.socket, Path(f"{self.socket}.ttrpc"), self.containerd / "debug.sock"]
 
