@@ -140,7 +140,7 @@ class Container:
     def remove(self) -> None:
         """Its folders, and the pod's once its last container's are gone."""
         for folder in self._folders():
-            _remove(folder)
+            remove_tree(folder)
             try:
                 folder.parent.rmdir()
             except OSError:
@@ -200,10 +200,11 @@ def kill_tree(folder: Path | None, wait: float = 5.0) -> list[int]:
         time.sleep(0.05)
 
 
-def _remove(folder: Path) -> None:
-    """The folder and its children, deepest first, once empty (a cgroup is removed with rmdir)."""
+def remove_tree(folder: Path) -> bool:
+    """The folder and its children, deepest first, once empty (a cgroup is removed with rmdir);
+    False when the folder is still there."""
     if not folder.is_dir():
-        return
+        return True
     for child in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
         try:
             child.rmdir()
@@ -212,7 +213,8 @@ def _remove(folder: Path) -> None:
     try:
         folder.rmdir()
     except OSError:
-        pass
+        return False
+    return True
 
 
 def cluster_folders(root: Path, where: Hierarchies | None = None) -> list[Path]:
@@ -226,5 +228,5 @@ def kill_cluster(root: Path) -> list[int]:
     killed: list[int] = []
     for folder in cluster_folders(root):
         killed += kill_tree(folder)
-        _remove(folder)
+        remove_tree(folder)
     return sorted(set(killed))

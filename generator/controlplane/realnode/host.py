@@ -138,20 +138,7 @@ def _kill_cgroups(root: Path) -> list[int]:
 
 
 def _remove_cgroups(root: Path) -> list[Path]:
-    left = []
-    for folder in cgroup_folders(root):
-        if not folder.is_dir():
-            continue
-        for child in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            try:
-                child.rmdir()
-            except OSError:
-                pass
-        try:
-            folder.rmdir()
-        except OSError:
-            left.append(folder)
-    return left
+    return [f for f in cgroup_folders(root) if not cgroups.remove_tree(f)]
 
 
 # --- mounts ----------------------------------------------------------------------------------
