@@ -62,17 +62,39 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     for pvc in (o for o in objects if o.get("kind") == "PersistentVolumeClaim"):
         api.apply_pvc(c, pvc, dry_run)
         notes.append(f"persistentvolumeclaim {pvc['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
-    for plural, obj in kind.companions(objects):  # before the job that references them
+    companions = kind.companions(objects)
+    for plural, obj in companions:  # before the job that references them
         api.apply_custom(c, obj, plural, dry_run)
         notes.append(f"{obj['kind'].lower()} {obj['metadata']['name']} applied{' (dry run)' if dry_run else ''}")
     before = (existing or {}).get("metadata", {}).get("resourceVersion")
-    applied = api.apply_job(c, job, dry_run, kind)
+    applied = _apply_job(c, job, dry_run, kind, patient=bool(companions) and not dry_run)
     after = applied.get("metadata", {}).get("resourceVersion")
     verdict = "created" if not existing else ("unchanged" if before == after else "configured")
     same = helm.equivalent("upgrade --install", paths.JOB_CHART, release, file, c.namespace) if chart else ""
     if same and target:
         same += f" --set target={target}"
     return Submitted(name, c.namespace, verdict, dry_run, notes, same, kind.kind)
+
+
+# Trainer's TrainJob webhook looks the runtime up in its informer cache, which trails the API
+# server by a moment: a runtime applied just now can be "not found" for it.
+RUNTIME_UNSEEN = "must be created before the TrainJob is created"
+RUNTIME_CACHE_SECONDS = 15.0
+
+
+def _apply_job(c: api.Cluster, job: dict, dry_run: bool, kind: JobKind, patient: bool) -> dict:
+    """Apply the job; where this submit has just applied its runtime, ask again while the webhook
+    has not seen it yet. A runtime that truly is missing still fails, after the same wait."""
+    end = time.monotonic() + RUNTIME_CACHE_SECONDS
+    while True:
+        try:
+            return api.apply_job(c, job, dry_run, kind)
+        except UserError as exc:
+            cause = exc.__cause__
+            said = (api.error_body(cause).get("message") or "") if hasattr(cause, "body") else ""
+            if not (patient and RUNTIME_UNSEEN in said and time.monotonic() < end):
+                raise
+            time.sleep(0.5)
 
 
 def wait_gone(c: api.Cluster, name: str, kind: JobKind = kinds.DEFAULT, seconds: float = 120) -> None:

@@ -1,0 +1,80 @@
+"""`submit` of a TrainJob right after its own TrainingRuntime: Trainer's webhook reads runtimes from
+its informer cache, so for a moment it can refuse the TrainJob as one whose runtime does not exist
+(seen in CI). The refusal the webhook sends is replayed here through the client's own translation."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from generator import kinds
+from generator.cluster import client as api
+from generator.cluster import ops
+from generator.errors import UserError
+
+JOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "mnist"},
+       "spec": {"runtimeRef": {"name": "mnist", "kind": "TrainingRuntime"}}}
+
+
+def denied(message: str) -> ApiException:
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 403,
+                           "message": f'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the '
+                                      f'request: {message}'})
+    return exc
+
+
+UNSEEN = ('spec.runtimeRef: Invalid value: {"name":"mnist"}: TrainingRuntime.trainer.kubeflow.org "mnist" not '
+          'found: specified trainingRuntime must be created before the TrainJob is created')
+
+
+class Custom:
+    """The API server's answers to the TrainJob's apply, one per call."""
+
+    def __init__(self, *answers):
+        self.answers, self.calls = list(answers), 0
+
+    def patch_namespaced_custom_object(self, *args, **kwargs):
+        self.calls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch):
+    monkeypatch.setattr(ops.time, "sleep", lambda seconds: None)
+
+
+def cluster(custom: Custom) -> api.Cluster:
+    return api.Cluster(None, custom, "ml", "https://cluster.example")
+
+
+def test_a_runtime_just_applied_but_not_yet_seen_by_the_webhook_is_waited_for():
+    custom = Custom(denied(UNSEEN), denied(UNSEEN), {"metadata": {"name": "mnist", "resourceVersion": "7"}})
+    applied = ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+    assert (applied["metadata"]["resourceVersion"], custom.calls) == ("7", 3)
+
+
+def test_a_runtime_this_submit_did_not_apply_is_reported_at_once():
+    custom = Custom(denied(UNSEEN))
+    with pytest.raises(UserError, match="specified trainingRuntime must be created before the TrainJob"):
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=False)
+    assert custom.calls == 1
+
+
+def test_any_other_refusal_is_reported_at_once():
+    custom = Custom(denied("spec.trainer.numNodes: Invalid value: 0"))
+    with pytest.raises(UserError, match="numNodes: Invalid value: 0"):
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+    assert custom.calls == 1
+
+
+def test_a_runtime_never_seen_is_reported_after_the_wait(monkeypatch):
+    monkeypatch.setattr(ops, "RUNTIME_CACHE_SECONDS", 0.0)
+    custom = Custom(denied(UNSEEN), denied(UNSEEN))
+    with pytest.raises(UserError, match="must be created before the TrainJob is created"):
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+    assert custom.calls == 1
