@@ -2,8 +2,10 @@
 can share one, the real operator, the real webhook. Needs Go for the first build; `make e2e` runs it."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -123,7 +125,12 @@ def ns(cluster, request):
     """A namespace of the test's own, so tests sharing a cluster never see each other's jobs."""
     from kubernetes import client
 
-    name = "t-" + request.node.name.removeprefix("test_").replace("_", "-")[:40].rstrip("-")
+    # A DNS label of at most 42 characters; a long or parametrized name keeps a hash of the whole, so
+    # two cases of one test never share a namespace (the first's may still be being deleted).
+    whole = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower()).strip("-")
+    if len(whole) > 40 or whole != request.node.name.removeprefix("test_").replace("_", "-"):
+        whole = whole[:33].rstrip("-") + "-" + hashlib.sha1(request.node.name.encode()).hexdigest()[:6]
+    name = "t-" + whole
     core = client.CoreV1Api(cluster.api())
     core.create_namespace({"metadata": {"name": name}})
     yield name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -25,12 +26,11 @@ def values_file(tmp_path):
     return str(path)
 
 
-def _job(cluster, ns, name="mnist"):
+def _job(cluster, ns, name="mnist", group="kubeflow.org", version="v1", plural="pytorchjobs"):
     from kubernetes import client
 
     try:
-        return client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", ns,
-                                                                                   "pytorchjobs", name)
+        return client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object(group, version, ns, plural, name)
     except client.ApiException as exc:
         assert exc.status == 404
         return None
@@ -61,10 +61,19 @@ def test_submit_applies_the_claim_and_the_job_then_knows_unchanged_from_configur
     assert _job(cluster, ns)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
 
 
-def test_dry_run_is_checked_by_the_server_and_persists_nothing(cluster, ns, values_file):
-    proc = cluster.cli("submit", values_file, "-n", ns, "--dry-run", check=True)
+@pytest.mark.parametrize("target", ["v1", "v2"])
+def test_dry_run_is_checked_by_the_server_and_persists_nothing(cluster, ns, values_file, target):
+    if target == "v2":  # every node mounts the output under v2: a claim they can share
+        Path(values_file).write_text(VALUES.replace("output: {enabled: true}",
+                                                    "output: {enabled: true, mountOn: all, accessModes: [ReadWriteMany]}"))
+    proc = cluster.cli("submit", values_file, "-n", ns, "--dry-run", "--target", target, check=True)
     assert "dry run: nothing was persisted" in proc.stdout
     assert _job(cluster, ns) is None and _pvc(cluster, ns) is None
+    if target == "v2":  # no runtime is made, so Trainer's webhook cannot judge the TrainJob: said, not refused
+        assert "trainjob mnist: the API server accepted its schema; Trainer's webhook" in proc.stderr
+    v2 = ("trainer.kubeflow.org", "v1alpha1")
+    assert _job(cluster, ns, "mnist", *v2, "trainjobs") is None
+    assert _job(cluster, ns, "mnist", *v2, "trainingruntimes") is None
 
 
 def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(cluster):

@@ -1,6 +1,8 @@
 """`submit` of a TrainJob right after its own TrainingRuntime: Trainer's webhook reads runtimes from
 its informer cache, so for a moment it can refuse the TrainJob as one whose runtime does not exist
-(seen in CI). The refusal the webhook sends is replayed here through the client's own translation."""
+(seen in CI), and in a dry run, which creates no runtime, it always does. The refusal the webhook
+sends is replayed here through the client's own translation; tests/e2e/test_cluster_commands.py
+shows the dry run on a real cluster."""
 from __future__ import annotations
 
 import json
@@ -54,21 +56,21 @@ def cluster(custom: Custom) -> api.Cluster:
 
 def test_a_runtime_just_applied_but_not_yet_seen_by_the_webhook_is_waited_for():
     custom = Custom(denied(UNSEEN), denied(UNSEEN), {"metadata": {"name": "mnist", "resourceVersion": "7"}})
-    applied = ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+    applied = ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, True, [])
     assert (applied["metadata"]["resourceVersion"], custom.calls) == ("7", 3)
 
 
 def test_a_runtime_this_submit_did_not_apply_is_reported_at_once():
     custom = Custom(denied(UNSEEN))
     with pytest.raises(UserError, match="specified trainingRuntime must be created before the TrainJob"):
-        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=False)
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, False, [])
     assert custom.calls == 1
 
 
 def test_any_other_refusal_is_reported_at_once():
     custom = Custom(denied("spec.trainer.numNodes: Invalid value: 0"))
     with pytest.raises(UserError, match="numNodes: Invalid value: 0"):
-        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, True, [])
     assert custom.calls == 1
 
 
@@ -76,5 +78,19 @@ def test_a_runtime_never_seen_is_reported_after_the_wait(monkeypatch):
     monkeypatch.setattr(ops, "RUNTIME_CACHE_SECONDS", 0.0)
     custom = Custom(denied(UNSEEN), denied(UNSEEN))
     with pytest.raises(UserError, match="must be created before the TrainJob is created"):
-        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, patient=True)
+        ops._apply_job(cluster(custom), JOB, False, kinds.TRAINJOB, True, [])
     assert custom.calls == 1
+
+
+def test_a_dry_run_says_what_the_webhook_could_not_check_and_asks_once():
+    custom, notes = Custom(denied(UNSEEN)), []
+    assert ops._apply_job(cluster(custom), JOB, True, kinds.TRAINJOB, True, notes) == {}
+    assert notes == ["trainjob mnist: the API server accepted its schema; Trainer's webhook, which judges a TrainJob "
+                     "against its runtime, could not, as a dry run creates no runtime (a real submit asks it)"]
+    assert custom.calls == 1
+
+
+def test_a_dry_run_of_a_job_without_a_runtime_of_its_own_is_refused():
+    custom = Custom(denied(UNSEEN))
+    with pytest.raises(UserError, match="must be created before the TrainJob is created"):
+        ops._apply_job(cluster(custom), JOB, True, kinds.TRAINJOB, False, [])
