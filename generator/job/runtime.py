@@ -5,6 +5,7 @@ the admission rules here refuse what Trainer's webhook would, by path."""
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass
 
@@ -133,18 +134,29 @@ def sdk_unreadable(objects: list[dict]) -> list[Finding]:
 
 
 def auto_nproc(resources: dict) -> str:
-    """An unset numProcPerNode as the torch plugin fills it: auto (torchrun counts the GPUs) on a node
-    with GPUs, else the node's whole CPUs, at least 1."""
+    """An unset numProcPerNode as Trainer's torch plugin fills it: auto (torchrun counts the GPUs)
+    where the node asks for GPUs (any resource named with "gpu", requests before limits), else the
+    node's CPU request, or its limit where no request is set, rounded up as a Kubernetes quantity's
+    whole value is (1500m is 2), at least 1."""
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    if _whole(_named_gpu(requests)) or _whole(_named_gpu(limits)):
+        return "auto"
+    cpu = requests.get("cpu") if _whole(requests.get("cpu")) else limits.get("cpu")
+    return str(max(1, _whole(cpu)))
+
+
+def _named_gpu(resources: dict) -> object:
+    return next((v for k, v in resources.items() if "gpu" in str(k).lower()), None)
+
+
+def _whole(value: object) -> int:
+    """A quantity's value rounded up to a whole number; 0 for none or one that does not parse."""
     from generator.job import quantity
 
-    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-    if any(admission.is_extended(k) and "gpu" in k for k in list(limits) + list(requests)):
-        return "auto"
-    cpu = limits.get("cpu", requests.get("cpu"))
     try:
-        return str(max(1, int(quantity.parse(str(cpu))))) if cpu is not None else "1"
+        return math.ceil(quantity.parse(value)) if value is not None else 0
     except ValueError:
-        return "1"
+        return 0
 
 
 def _runtime(ref: object, objects: list[dict], out: list[Finding]) -> dict | None:

@@ -36,9 +36,13 @@ def test_torch_distributed_gives_every_node_the_trainer_and_the_defaults_of_a_jo
 @pytest.mark.parametrize("resources, nproc", [
     (None, "1"),
     ({"limits": {"cpu": "4"}}, "4"),
-    ({"requests": {"cpu": "2500m"}}, "2"),
+    ({"requests": {"cpu": "2500m"}}, "3"),  # a quantity's whole value rounds up, as Trainer reads it
     ({"requests": {"cpu": "500m"}}, "1"),
+    ({"requests": {"cpu": "2"}, "limits": {"cpu": "8"}}, "2"),  # the request first
+    ({"requests": {"cpu": "0"}, "limits": {"cpu": "3"}}, "3"),  # a zero request is no request
     ({"limits": {"nvidia.com/gpu": 8, "cpu": "32"}}, "auto"),
+    ({"limits": {"amd.com/GPU": 1}}, "auto"),
+    ({"limits": {"nvidia.com/gpu": 0, "cpu": "2"}}, "2"),  # no GPU asked for: the CPUs count
 ])
 def test_an_unset_num_proc_per_node_is_the_gpus_else_the_whole_cpus_of_a_node(resources, nproc):
     job = trainjob(**({"resourcesPerNode": resources} if resources else {}))
