@@ -180,8 +180,11 @@ def _old_ca(layout: Layout) -> str:
             f"(`python -m generator cluster down --purge --dir {layout.root}` removes them)")
 
 
-# What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote.
-PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json")
+# What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote,
+# with the configuration it wrote for the API server and the releases (tests/e2e/test_readme_cluster.py
+# purges a real cluster's folder and finds only the marker left).
+PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json",
+          "admission.yaml", "helm", "operator-values.yaml", "trainer-values.yaml", "kueue-values.yaml")
 
 
 def purge(layout: Layout) -> list[str]:

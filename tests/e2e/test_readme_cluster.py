@@ -98,6 +98,7 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
     from generator import paths
     from generator.controlplane import build
     from generator.controlplane.kubelet import node_name
+    from generator.controlplane.layout import MARK_FILE
 
     workdir, env = shell
     cluster_dir, cache = workdir / "cluster", paths.cache_dir()
@@ -120,6 +121,11 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
     finally:
         subprocess.run([sys.executable, "-m", "generator", "cluster", "down"], cwd=workdir, env=env,
                        capture_output=True, timeout=180)
+    # --purge leaves nothing the cluster wrote: only the marker that makes the folder a cluster's.
+    purged = subprocess.run([sys.executable, "-m", "generator", "cluster", "down", "--purge"], cwd=workdir, env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert purged.returncode == 0, purged.stderr
+    assert [p.name for p in cluster_dir.iterdir()] == [MARK_FILE], purged.stdout
 
     # This machine built its binaries before: the README's first-build lines are checked against what
     # a build into an empty cache folder says, with the Go toolchain's work left out.
