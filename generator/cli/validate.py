@@ -1,4 +1,4 @@
-"""`validate`: every problem of values files or PyTorchJob manifests, at once."""
+"""`validate`: every problem of values files or jobs' manifests (PyTorchJob, TrainJob), at once."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ from generator.errors import UserError
 @format_option
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
 def command(files, release, chart, target, fmt, output) -> None:
-    """Check values files (or PyTorchJob manifests): the schema and every rule the operator and Kubernetes apply.
+    """Check values files (or PyTorchJob and TrainJob manifests): the schema and every rule the operator, Trainer and Kubernetes apply.
 
     With --chart pytorch-operator, check values for the operator chart instead."""
     from generator.cli.common import emit

@@ -76,25 +76,20 @@ def _blame(finding: Finding, values: dict, release: str) -> Finding:
                    "or set job.name")
 
 
-def check_manifest(job: dict) -> list[Finding]:
-    """A PyTorchJob as it is: the admission rules, then Kubernetes' pod schema."""
-    from generator.job import importer
-
-    return admission.check_objects([job]) or importer.kubernetes_findings(job)
-
-
 def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None) -> Checked:
-    """A values file or a PyTorchJob manifest, told apart by their content; with chart
-    "pytorch-operator", values for the operator chart. Only the findings and warnings are set."""
-    from generator.job import source
+    """A values file or a job's manifest (a PyTorchJob; a TrainJob with the runtime it names, when
+    that is in the file), told apart by their content; with chart "pytorch-operator", values for
+    the operator chart. Only the findings and warnings are set."""
+    from generator import kinds
 
     documents = values_io.load_documents(path)
     if chart == "pytorch-operator":
         return Checked(check_operator_values(values_io.mapping_of(documents, path), release).findings)
-    if source.is_manifest(documents):
-        job = source.pick(documents, path)
-        findings = check_manifest(job)
-        return Checked(findings, warnings=[] if findings else admission.advice(job))
+    kind = kinds.in_manifest(documents)
+    if kind is not None:  # the same check `run` and `submit` give a manifest
+        objects = [d for d in documents if isinstance(d, dict)]
+        findings = kind.check(objects, path)
+        return Checked(findings, warnings=[] if findings else kind.advice(objects))
     values = values_io.mapping_of(documents, path)
     checked = check_values({**values, "target": target} if target else values, release)
     return Checked(checked.findings, warnings=checked.warnings)

@@ -62,6 +62,10 @@ class JobKind(ABC):
     def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
         """Values that render the job back, and notes on what the values leave out."""
 
+    def advice(self, objects: list[dict]) -> list[Finding]:
+        """What an admitted job may still not do as its author expects (warnings, not refusals)."""
+        return []
+
     def check_rendered(self, objects: list[dict]) -> list[Finding]:
         """What the chart's own checks of values leave to the kind's admission."""
         return []

@@ -43,10 +43,15 @@ class PyTorchJob(JobKind):
     restarts_exhausted = ("backoff",)
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:
+        from generator.job import importer
         from generator.job import source as manifests
 
-        manifests.pick(objects, source)  # exactly one PyTorchJob, or a refusal that says so
-        return admission.check_objects(objects)
+        job = manifests.pick(objects, source)  # exactly one PyTorchJob, or a refusal that says so
+        # The operator's rules first; Kubernetes' pod schema once they hold.
+        return admission.check_objects(objects) or importer.kubernetes_findings(job)
+
+    def advice(self, objects: list[dict]) -> list[Finding]:
+        return admission.advice(self.job_of(objects))
 
     def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
         from generator.job import importer

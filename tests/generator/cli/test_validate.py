@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tests.support import MANIFESTS, scenarios
+from tests.support import MANIFESTS, ROOT, scenarios
 from tests.support.cli_helpers import run
 
 
@@ -123,6 +123,20 @@ def test_manifests_are_checked_against_the_operator_and_kubernetes(tmp_path):
                                                                                     "imagePullPolicy: [Always]"))
     code, _, err = run("validate", str(bad))
     assert code == 1 and "spec.pytorchReplicaSpecs.Master.replicas: must be written and be exactly 1 (got 2)" in err
+    schema_only = tmp_path / "schema.yaml"  # the operator admits it; Kubernetes' pod schema does not
+    schema_only.write_text(good.read_text().replace("imagePullPolicy: Always", "imagePullPolicy: [Always]"))
+    code, _, err = run("validate", str(schema_only))
+    assert code == 1 and "imagePullPolicy" in err, err
+
+
+def test_a_trainjob_manifest_is_checked_as_trainer_would_with_the_runtime_in_its_file(tmp_path):
+    good = ROOT / "tests" / "userproject" / "trainjob.yaml"
+    assert run("validate", str(good)) == (0, f"{good}: valid\n", "")
+    bad = tmp_path / "trainjob.yaml"
+    bad.write_text(good.read_text().replace("numNodes: 2", "numNodes: 0"))
+    code, out, err = run("validate", str(bad))
+    assert (code, out) == (1, "")
+    assert "spec.trainer.numNodes" in err and "(got 0)" in err, err
 
 
 def test_the_old_output_spelling_still_selects_the_format_with_a_warning(tmp_path):
