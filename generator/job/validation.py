@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import admission, defaults, schema, values_io
+from generator.job import admission, defaults, images, schema, values_io
 
 
 @dataclass
@@ -83,9 +83,12 @@ def check_manifest(job: dict) -> list[Finding]:
     return admission.check_objects([job]) or importer.kubernetes_findings(job)
 
 
-def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None) -> Checked:
+def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None,
+               reader=None) -> Checked:
     """A values file or a PyTorchJob manifest, told apart by their content; with chart
-    "pytorch-operator", values for the operator chart. Only the findings and warnings are set."""
+    "pytorch-operator", values for the operator chart. Only the findings and warnings are set.
+    With `reader` (images/distribution.py's), pods that leave the command to the image are also
+    checked against the image's config (image_warnings)."""
     from generator.job import source
 
     documents = values_io.load_documents(path)
@@ -94,10 +97,61 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
     if source.is_manifest(documents):
         job = source.pick(documents, path)
         findings = check_manifest(job)
-        return Checked(findings, warnings=[] if findings else admission.advice(job))
+        return Checked(findings, warnings=[] if findings else admission.advice(job) + image_warnings(job, reader))
     values = values_io.mapping_of(documents, path)
     checked = check_values({**values, "target": target} if target else values, release)
-    return Checked(checked.findings, warnings=checked.warnings)
+    more = image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
+    return Checked(checked.findings, warnings=checked.warnings + more)
+
+
+def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
+    """A pod whose runAsUser may not enter its image's WORKDIR, for each pod that leaves the command
+    to its image (the project's trainer aside: its image is this project's, and validating the chart's
+    defaults asks no registry). Paths are the values' with `as_values`.
+
+    What this can honestly tell: it reads the image's config (USER, WORKDIR), never its layers (the
+    trainer's are 5 GB), so it cannot see the folder's owner and mode. It warns where the image was
+    built to run as a user other than runAsUser and starts outside `/`: a WORKDIR made for that user
+    (a home from `useradd --create-home` is 0700 on Debian) is then likely closed to runAsUser. An
+    image built as root is not warned of: `WORKDIR` makes its folder 0755, open to every uid."""
+    if reader is None or not job:
+        return []
+    from generator.images import distribution
+
+    trainer = defaults.chart_defaults()["image"]["repository"]
+    out: list[Finding] = []
+    for role, rspec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
+        pod = ((rspec.get("template") or {}).get("spec") or {})
+        main = admission.pytorch_container(rspec)
+        image = str(main.get("image") or "")
+        own, shared = (main.get("securityContext") or {}).get("runAsUser"), (pod.get("securityContext") or {}).get("runAsUser")
+        uid = own if own is not None else shared
+        if main.get("command") or main.get("workingDir") or not isinstance(uid, int) or uid == 0 \
+                or (images.parse(image) or ("",))[0] == trainer:
+            continue
+        where = f"spec.pytorchReplicaSpecs.{role}.template.spec."
+        if as_values:
+            path = "securityContext.runAsUser" if own is not None else "podSecurityContext.runAsUser"
+        else:
+            path = where + ("containers[pytorch].securityContext.runAsUser" if own is not None else "securityContext.runAsUser")
+        try:
+            config = reader.config(image).config
+        except distribution.Unreadable as exc:
+            out.append(Finding(path, f"could not be checked against the USER and WORKDIR of the image the pod starts "
+                               f"with ({exc})", uid, "put the image into the registry on this machine (`python -m "
+                               "generator image load IMAGE`), or give --registry-config FILE where its registry "
+                               "needs a login"))
+            continue
+        workdir, user = config.workdir or "/", config.user.split(":", 1)[0]
+        if workdir == "/" or user in ("", "0", "root") or (user.isdigit() and int(user) == uid):
+            continue
+        named = "" if user.isdigit() else " (a name: its uid is in the image's /etc/passwd, which this check does not read)"
+        out.append(Finding(path, f"runs the pod as uid {uid}, but {image} was built to run as user {config.user}{named} "
+                           f"and starts in its WORKDIR {workdir}, which uid {uid} may not be able to enter (a home made "
+                           "by `useradd --create-home` is 0700): the container would then fail to start", uid,
+                           f"run as the image's user ({config.user}), or set the container's workingDir to a folder uid "
+                           f"{uid} can read, or build the image with {workdir} open to others (chmod 755)"))
+    return _unique(out)
 
 
 _REPLICA = re.compile(r"^spec\.pytorchReplicaSpecs\.(Master|Worker)\.(.*)$")

@@ -59,8 +59,9 @@ class JobKind(ABC):
         """Every refusal its webhook (or controller) would give, by path."""
 
     @abstractmethod
-    def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
-        """Values that render the job back, and notes on what the values leave out."""
+    def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
+        """Values that render the job back, and notes on what the values leave out; with `reader`
+        (images/distribution.py's), a command the job leaves to its image written out where the kind can."""
 
     def check_rendered(self, objects: list[dict]) -> list[Finding]:
         """What the chart's own checks of values leave to the kind's admission."""
