@@ -292,9 +292,12 @@ class Reader:
         name = f"{ref.host}/{ref.repository}"
         local = self.local or registry.default()
         said = []
-        if local.address:
+        if ":" in ref.host:
+            pass  # a repository name holds no colon, so the registry here holds no image of a host:port
+        elif local.address:
             try:
-                got = walk(lambda path: local.request(path), ref, name, HERE)
+                # It holds each image under its full upstream name, the host as the repository's first part.
+                got = walk(lambda path: local.request(path), Ref(ref.host, name, ref.reference), image, HERE)
             except (urllib.error.URLError, OSError) as exc:
                 said.append(f"{HERE} could not be reached ({_reason(exc, local.address)})")
             except Unreadable as exc:
@@ -306,10 +309,10 @@ class Reader:
         else:
             said.append(f"{HERE} is not running (`python -m generator image registry up` starts it)")
         if not self.remote:
-            raise Unreadable(f"{image}: " + "; ".join([*said, f"no other registry was asked ({OFFLINE_ENV} is set)"]))
+            raise Unreadable(f"{image}: " + "; ".join([*said, f"other registries are not asked offline ({OFFLINE_ENV})"]))
         remote = self._remotes.setdefault(ref.host, Remote(ref.host, ref.api, self.auths.get(ref.host)))
         try:
-            got = walk(lambda path: remote.get(path, ref.repository), ref, name, ref.host)
+            got = walk(lambda path: remote.get(path, ref.repository), ref, image, ref.host)
         except Unreadable as exc:
             raise Unreadable(f"{image}: " + "; ".join([*said, str(exc)])) from None
         if not got:

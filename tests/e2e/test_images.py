@@ -202,3 +202,159 @@ def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entryp
     assert f"the command, python /workspace/train.py --epochs 3, is {image}'s own ENTRYPOINT and CMD" in proc.stdout
     engine.run("rmi", image)
     forget(registry, image)
+
+
+def small_image(engine, tmp_path, name: str, workdir: str, user: str) -> str:
+    """An image of one file with its ENTRYPOINT, CMD, WORKDIR and USER, made in a second (`podman
+    import` of a tar with the config's changes), in the engine's store as `name`."""
+    import io
+    import tarfile
+
+    rootfs = tmp_path / "rootfs.tar"
+    with tarfile.open(rootfs, "w") as tar:
+        data = b"print('hi')\n"
+        info = tarfile.TarInfo("workspace/train.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    engine.run("import", "--change", 'ENTRYPOINT ["python", "/workspace/train.py"]', "--change", 'CMD ["--epochs", "3"]',
+               "--change", f"WORKDIR {workdir}", "--change", f"USER {user}", str(rootfs), name)
+    return name
+
+
+def job_file(tmp_path, image: str, run_as: int | None = None) -> str:
+    import yaml
+
+    pod = {"containers": [{"name": "pytorch", "image": image}]}
+    if run_as is not None:
+        pod["securityContext"] = {"runAsUser": run_as}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "from-image"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                                                       "template": {"spec": pod}}}}}
+    path = tmp_path / f"job-{run_as}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return str(path)
+
+
+def test_import_writes_the_command_and_validate_warns_when_run_as_user_may_not_enter_the_workdir(engine, registry,
+                                                                                                  tmp_path):
+    """What the image runs, read from the registry on this machine: import writes it out as the
+    command (ENTRYPOINT then CMD), and validate compares the pod's runAsUser with the image's USER."""
+    import yaml
+
+    image = small_image(engine, tmp_path, f"registry.example.com/ml/home-{os.getpid()}:1", "/home/app", "1000:1000")
+    try:
+        assert generator("image", "load", image).returncode == 0
+        proc = generator("import", job_file(tmp_path, image))
+        assert proc.returncode == 0, proc.stderr
+        values = yaml.safe_load(proc.stdout)
+        assert values["command"] == ["python", "/workspace/train.py", "--epochs", "3"] and "args" not in values
+        assert (f"note: command: python /workspace/train.py --epochs 3 written out, {image}'s own ENTRYPOINT and CMD, "
+                "read from the registry on this machine") in proc.stderr
+
+        warned = generator("validate", job_file(tmp_path, image, run_as=2000))
+        assert warned.returncode == 0 and warned.stdout.endswith(": valid\n"), warned.stderr
+        assert ("warning: spec.pytorchReplicaSpecs.Master.template.spec.securityContext.runAsUser: runs the pod as uid "
+                f"2000, but {image} was built to run as user 1000:1000 and starts in its WORKDIR /home/app, which uid "
+                "2000 may not be able to enter") in warned.stderr
+        assert "run as the image's user (1000:1000), or set the container's workingDir" in warned.stderr
+        same = generator("validate", job_file(tmp_path, image, run_as=1000))
+        assert same.returncode == 0 and "warning" not in same.stderr, same.stderr
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)
+
+
+def private_registry_config(folder, ca, port: int, auth: dict) -> str:
+    from generator.controlplane import pki
+
+    crt, key = pki.Authority(ca).issue("server", "private-registry", server=True, names=["localhost"], ips=["127.0.0.1"])
+    config = {"version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
+              "storage": {"filesystem": {"rootdirectory": str(folder / "storage")}},
+              "http": {"addr": f"127.0.0.1:{port}", "secret": "test", "tls": {"certificate": str(crt), "key": str(key)}},
+              **({"auth": auth} if auth else {})}
+    path = folder / f"config-{port}.yml"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.fixture
+def private_registry(engine, registry, tmp_path):
+    """The project's registry binary as someone's private registry: HTTPS with a CA of the test's
+    own (the reader trusts it through SSL_CERT_FILE, as Python's TLS reads it), holding ml/app:1, made
+    by `start(auth)` with the given `auth` configuration, on a port of its own each time."""
+    from generator.container import ports
+    from generator.controlplane import build
+
+    binary = build.ensure(lambda line: None, groups=["registry"])[build.REGISTRY_BINARY]
+    started = []
+
+    def start(auth: dict) -> str:
+        port = ports.free_port()
+        proc = subprocess.Popen([str(binary), "serve", private_registry_config(tmp_path, tmp_path / "ca", port, auth)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ,
+                                                                                           "OTEL_TRACES_EXPORTER": "none"})
+        started.append(proc)
+        for _ in range(100):
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return f"127.0.0.1:{port}"
+            assert proc.poll() is None, "the private registry exited"
+            import time
+
+            time.sleep(0.1)
+        raise AssertionError("the private registry did not listen")
+
+    local = small_image(engine, tmp_path, f"localhost/pytorchjob-kit-e2e/private-{os.getpid()}:1", "/workspace", "1000")
+    address = start({})
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca.crt").write_bytes((tmp_path / "ca" / "ca.crt").read_bytes())
+    engine_run = subprocess.run(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(certs),
+                                 f"{engine.transport}{local}", f"docker://{address}/ml/app:1"],
+                                env=engine.environ(), capture_output=True, text=True, timeout=120)
+    assert engine_run.returncode == 0, engine_run.stderr
+    started.pop().terminate()
+    engine.run("rmi", local, check=False)
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def convert_from(tmp_path, address: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator", "convert", job_file(tmp_path, f"{address}/ml/app:1"),
+                           "--to", "v2", "--accept", *extra], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSL_CERT_FILE": str(tmp_path / "ca" / "ca.crt")})
+
+
+def docker_config(tmp_path, address: str, login: str) -> str:
+    import base64
+
+    path = tmp_path / f"config-{len(login)}.json"
+    path.write_text(json.dumps({"auths": {address: {"auth": base64.b64encode(login.encode()).decode()}}}))
+    return str(path)
+
+
+def test_a_private_registry_with_a_login_is_read_with_the_logins_of_registry_config(private_registry, tmp_path):
+    """Basic auth (htpasswd), as a private registry often asks: refused without a login and with a
+    wrong one, each named with the fix; read with the right one from --registry-config."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # the C library's bcrypt: distribution's htpasswd takes $2b$ hashes
+
+    (tmp_path / "htpasswd").write_text(f"ml:{crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+    address = private_registry({"htpasswd": {"realm": "private", "path": str(tmp_path / "htpasswd")}})
+    anonymous = convert_from(tmp_path, address)
+    assert anonymous.returncode == 1
+    assert (f"{address}/ml/app:1: {address} asks for a login; give "
+            "--registry-config FILE, the config.json `docker login` writes (~/.docker/config.json), with a login for "
+            f"{address}") in anonymous.stderr, anonymous.stderr
+    wrong = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:wrong"))
+    assert wrong.returncode == 1 and f"{address} refused the login given for it" in wrong.stderr, wrong.stderr
+    right = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:s3cret"))
+    assert right.returncode == 0, right.stderr
+    assert "every node runs: torchrun /workspace/train.py --epochs 3" in right.stderr
+    assert (f"note: the command, python /workspace/train.py --epochs 3, is {address}/ml/app:1's own ENTRYPOINT and "
+            f"CMD, read from {address}") in right.stderr
