@@ -358,3 +358,85 @@ def test_a_private_registry_with_a_login_is_read_with_the_logins_of_registry_con
     assert "every node runs: torchrun /workspace/train.py --epochs 3" in right.stderr
     assert (f"note: the command, python /workspace/train.py --epochs 3, is {address}/ml/app:1's own ENTRYPOINT and "
             f"CMD, read from {address}") in right.stderr
+
+
+@pytest.fixture
+def token_service(tmp_path):
+    """A token service as the registry v2 token spec has one (Harbor's, docker_auth's): it takes a
+    login by Basic auth and answers a JWT for the asked scope, ES256-signed by a key whose
+    certificate (x5c) chains to the CA the real registry is told to trust. None exists as a package
+    here, so the test serves one; the registry that verifies its tokens is the real one."""
+    import base64
+    import http.server
+    import threading
+    import time
+    import urllib.parse
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+    from generator.controlplane import pki
+
+    ca = pki.Authority(tmp_path / "ca")
+    signer_crt, signer_key = ca.issue("token-signer", "token-signer")
+    key = serialization.load_pem_private_key(signer_key.read_bytes(), None)
+    chain = [base64.b64encode(x509.load_pem_x509_certificate(signer_crt.read_bytes())
+                              .public_bytes(serialization.Encoding.DER)).decode()]
+    server_crt, server_key = ca.issue("token-server", "token-server", server=True, names=["localhost"], ips=["127.0.0.1"])
+    asked = []
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+            asked.append(query)
+            login = base64.b64encode(b"ml:s3cret").decode()
+            if self.headers.get("Authorization") != f"Basic {login}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            _, name, actions = query["scope"].split(":")
+            now = int(time.time())
+            claims = {"iss": "test-issuer", "sub": "ml", "aud": query["service"], "exp": now + 300, "nbf": now - 10,
+                      "iat": now, "jti": str(now), "access": [{"type": "repository", "name": name,
+                                                                "actions": actions.split(",")}]}
+            signing = (b64(json.dumps({"typ": "JWT", "alg": "ES256", "x5c": chain}).encode()) + "." +
+                       b64(json.dumps(claims).encode()))
+            r, s = utils.decode_dss_signature(key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
+            body = json.dumps({"token": f"{signing}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(server_crt, server_key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"realm": f"https://127.0.0.1:{server.server_address[1]}/token", "service": "private-registry",
+           "issuer": "test-issuer", "rootcertbundle": str(ca.cert_path)}, asked
+    server.shutdown()
+
+
+def test_a_registry_behind_a_token_service_is_read_through_the_token_flow(private_registry, token_service, tmp_path):
+    """The registry v2 token flow, as ghcr.io and Docker Hub ask for it: the registry's 401 names a
+    realm; the token for the repository's pull scope comes from there with the login, and the
+    registry takes it."""
+    auth, asked = token_service
+    address = private_registry({"token": auth})
+    anonymous = convert_from(tmp_path, address)
+    assert anonymous.returncode == 1
+    assert (f"{address}'s token service ({auth['realm']}) refused an anonymous pull (HTTP 401); give --registry-config "
+            "FILE") in anonymous.stderr, anonymous.stderr
+    right = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:s3cret"))
+    assert right.returncode == 0, right.stderr
+    assert f"ENTRYPOINT and CMD, read from {address}" in right.stderr
+    assert asked[-1] == {"service": "private-registry", "scope": "repository:ml/app:pull"}
