@@ -8,14 +8,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
 import json
 import os
 import re
 import socket
 import ssl
+import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +34,10 @@ DOCKER_HUB_API = "registry-1.docker.io"  # docker.io's names are served from her
 DOCKER_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "registry-1.docker.io")  # how logins name it
 PLATFORM = ("linux", "amd64")
 TIMEOUT = 10.0
-MAX_BODY = 4 << 20  # a manifest or config is kilobytes; a registry sending more is not read whole
+# The layers read to find a folder's owner and mode, from the top: a few small ones (a COPY, a
+# useradd) are cheap; a base or a pip install of torch (gigabytes) is not, and is never read.
+LAYER_BUDGET = 16 << 20
+MAX_BODY = 64 << 10  # of a refusal's body: the registry's error, or the start of a page
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 LOGIN_FIX = ("give --registry-config FILE, the config.json `docker login` writes (~/.docker/config.json), with a login "
              "for {host}")
@@ -55,6 +61,35 @@ class ImageConfig:
 class Found:
     config: ImageConfig
     where: str  # the registry it was read from, in words
+    layers: tuple[tuple[str, int], ...] = ()  # (digest, size), bottom first
+    blob: Callable[[str], tuple[int, bytes, dict]] | None = field(default=None, compare=False, repr=False)
+
+    def entry(self, path: str, budget: int = LAYER_BUDGET) -> tarfile.TarInfo | None:
+        """The file or folder at `path` (its mode and owner) as the top-most layer that holds it
+        says, reading layers from the top while their sizes add up to `budget` at most; None when no
+        layer within it holds the path (or one removes it), so the caller cannot tell."""
+        name = path.strip("/")
+        parent, _, base_name = name.rpartition("/")
+        whiteout = f"{parent}/.wh.{base_name}".lstrip("/")
+        spent = 0
+        for digest, size in reversed(self.layers):
+            spent += size
+            if spent > budget or self.blob is None:
+                return None
+            status, data, _ = self.blob(digest)
+            if status != 200 or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+                return None
+            try:
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+                    for member in tar:
+                        member_name = member.name.removeprefix("./").rstrip("/")
+                        if member_name == name:
+                            return member
+                        if member_name == whiteout:
+                            return None
+            except (tarfile.TarError, OSError, EOFError):
+                return None
+        return None
 
 
 class Unreadable(Exception):
@@ -133,10 +168,11 @@ def _host_of(key: str) -> str:
     return DOCKER_HUB if host in DOCKER_HUB_KEYS else host
 
 
-def walk(get, ref: Ref, image: str, where: str, platform: tuple[str, str] = PLATFORM) -> ImageConfig | None:
+def walk(get, ref: Ref, image: str, where: str, platform: tuple[str, str] = PLATFORM) -> Found | None:
     """The image's config through `get(path) -> (status, body, headers)`: its manifest, the
-    platform's manifest where that is an index, then the config blob (its digest checked). None when
-    the registry does not hold the image; Unreadable for any other answer."""
+    platform's manifest where that is an index, then the config blob (its digest checked), with its
+    layers to read on demand. None when the registry does not hold the image; Unreadable for any
+    other answer."""
     repo = ref.repository
     status, body, headers = get(f"/v2/{repo}/manifests/{ref.reference}")
     if status == 404:
@@ -160,8 +196,11 @@ def walk(get, ref: Ref, image: str, where: str, platform: tuple[str, str] = PLAT
     if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
         raise Unreadable(f"{where} gave a config for {image} that does not match its digest {digest}")
     config = blob.get("config") or {}
-    return ImageConfig(tuple(config.get("Entrypoint") or ()), tuple(config.get("Cmd") or ()),
-                       str(config.get("WorkingDir") or ""), str(config.get("User") or ""))
+    layers = tuple((str(layer.get("digest")), int(layer.get("size") or 0)) for layer in manifest.get("layers") or []
+                   if isinstance(layer, dict))
+    return Found(ImageConfig(tuple(config.get("Entrypoint") or ()), tuple(config.get("Cmd") or ()),
+                             str(config.get("WorkingDir") or ""), str(config.get("User") or "")), where, layers,
+                 lambda digest: get(f"/v2/{repo}/blobs/{digest}"))
 
 
 def _json(status: int, body: bytes, image: str, where: str, what: str) -> dict:
@@ -208,14 +247,14 @@ class Remote:
                                  f"{_errors(body)}; " + LOGIN_FIX.format(host=self.host))
         return status, body, headers
 
-    def _send(self, url: str, authorization: str, login: bool = False) -> tuple[int, bytes, dict]:
+    def _send(self, url: str, authorization: str) -> tuple[int, bytes, dict]:
         req = urllib.request.Request(url, headers={"Accept": registry.MANIFEST_TYPES})
         if authorization:
             # Not carried over a redirect: blobs are often served from another host (a CDN's signed URL).
             req.add_unredirected_header("Authorization", authorization)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=ssl.create_default_context()) as resp:
-                return resp.status, resp.read(MAX_BODY), dict(resp.headers)
+                return resp.status, resp.read(LAYER_BUDGET), dict(resp.headers)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read(MAX_BODY), dict(exc.headers)
         except (urllib.error.URLError, OSError) as exc:
@@ -304,7 +343,7 @@ class Reader:
                 said.append(str(exc))
             else:
                 if got:
-                    return Found(got, HERE)
+                    return got
                 said.append(f"{HERE} does not hold it")
         else:
             said.append(f"{HERE} is not running (`python -m generator image registry up` starts it)")
@@ -318,4 +357,4 @@ class Reader:
         if not got:
             raise Unreadable(f"{image}: " + "; ".join([*said, f"{ref.host} has no such image ({ref.repository}:"
                                                        f"{ref.reference})"]))
-        return Found(got, ref.host)
+        return got

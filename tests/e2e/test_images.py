@@ -204,18 +204,24 @@ def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entryp
     forget(registry, image)
 
 
-def small_image(engine, tmp_path, name: str, workdir: str, user: str) -> str:
+def small_image(engine, tmp_path, name: str, workdir: str, user: str, folder_mode: int | None = None) -> str:
     """An image of one file with its ENTRYPOINT, CMD, WORKDIR and USER, made in a second (`podman
-    import` of a tar with the config's changes), in the engine's store as `name`."""
+    import` of a tar with the config's changes), in the engine's store as `name`; with
+    `folder_mode`, its layer holds the WORKDIR with that mode, owned by USER."""
     import io
     import tarfile
 
-    rootfs = tmp_path / "rootfs.tar"
+    rootfs = tmp_path / f"rootfs-{folder_mode}.tar"
     with tarfile.open(rootfs, "w") as tar:
         data = b"print('hi')\n"
         info = tarfile.TarInfo("workspace/train.py")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
+        if folder_mode is not None:
+            folder = tarfile.TarInfo(workdir.strip("/"))
+            folder.type, folder.mode = tarfile.DIRTYPE, folder_mode
+            folder.uid, folder.gid = (int(n) for n in user.split(":"))
+            tar.addfile(folder)
     engine.run("import", "--change", 'ENTRYPOINT ["python", "/workspace/train.py"]', "--change", 'CMD ["--epochs", "3"]',
                "--change", f"WORKDIR {workdir}", "--change", f"USER {user}", str(rootfs), name)
     return name
@@ -235,10 +241,9 @@ def job_file(tmp_path, image: str, run_as: int | None = None) -> str:
     return str(path)
 
 
-def test_import_writes_the_command_and_validate_warns_when_run_as_user_may_not_enter_the_workdir(engine, registry,
-                                                                                                  tmp_path):
+def test_import_writes_the_command_an_image_holds(engine, registry, tmp_path):
     """What the image runs, read from the registry on this machine: import writes it out as the
-    command (ENTRYPOINT then CMD), and validate compares the pod's runAsUser with the image's USER."""
+    command (ENTRYPOINT then CMD), so the values say what runs."""
     import yaml
 
     image = small_image(engine, tmp_path, f"registry.example.com/ml/home-{os.getpid()}:1", "/home/app", "1000:1000")
@@ -250,14 +255,34 @@ def test_import_writes_the_command_and_validate_warns_when_run_as_user_may_not_e
         assert values["command"] == ["python", "/workspace/train.py", "--epochs", "3"] and "args" not in values
         assert (f"note: command: python /workspace/train.py --epochs 3 written out, {image}'s own ENTRYPOINT and CMD, "
                 "read from the registry on this machine") in proc.stderr
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)
 
-        warned = generator("validate", job_file(tmp_path, image, run_as=2000))
-        assert warned.returncode == 0 and warned.stdout.endswith(": valid\n"), warned.stderr
-        assert ("warning: spec.pytorchReplicaSpecs.Master.template.spec.securityContext.runAsUser: runs the pod as uid "
-                f"2000, but {image} was built to run as user 1000:1000 and starts in its WORKDIR /home/app, which uid "
-                "2000 may not be able to enter") in warned.stderr
-        assert "run as the image's user (1000:1000), or set the container's workingDir" in warned.stderr
-        same = generator("validate", job_file(tmp_path, image, run_as=1000))
+
+@pytest.mark.parametrize("mode, said", [
+    (0o700, "runs the pod as uid 2000, which cannot enter {image}'s WORKDIR /home/app (mode 0700, owner 1000:1000, as "
+            "the image's layers hold it): what the command reads there is refused (Permission denied) (got 2000); run "
+            "as uid 1000, or set the container's workingDir to a folder uid 2000 can enter"),
+    (0o755, None),
+    (None, "runs the pod as uid 2000, but {image} was built to run as user 1000:1000 and starts in its WORKDIR "
+           "/home/app, which uid 2000 may not be able to enter (the layers that hold it are too large to read here"),
+], ids=["closed folder", "open folder", "folder not in its layers"])
+def test_validate_warns_when_run_as_user_cannot_enter_the_images_workdir(engine, registry, tmp_path, mode, said):
+    """The pod's runAsUser against the image's WORKDIR: for sure where the image's small top layers
+    hold the folder, else from its USER, and said to be a guess."""
+    image = small_image(engine, tmp_path, f"registry.example.com/ml/home-{os.getpid()}:{mode}", "/home/app",
+                        "1000:1000", mode)
+    try:
+        assert generator("image", "load", image).returncode == 0
+        proc = generator("validate", job_file(tmp_path, image, run_as=2000))
+        assert proc.returncode == 0 and proc.stdout.endswith(": valid\n"), proc.stderr
+        if said:
+            assert ("warning: spec.pytorchReplicaSpecs.Master.template.spec.securityContext.runAsUser: "
+                    + said.format(image=image)) in proc.stderr, proc.stderr
+        else:
+            assert "warning" not in proc.stderr, proc.stderr
+        same = generator("validate", job_file(tmp_path, image, run_as=1000))  # the folder's owner
         assert same.returncode == 0 and "warning" not in same.stderr, same.stderr
     finally:
         engine.run("rmi", image, check=False)
