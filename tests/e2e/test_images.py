@@ -465,3 +465,40 @@ def test_a_registry_behind_a_token_service_is_read_through_the_token_flow(privat
     assert right.returncode == 0, right.stderr
     assert f"ENTRYPOINT and CMD, read from {address}" in right.stderr
     assert asked[-1] == {"service": "private-registry", "scope": "repository:ml/app:pull"}
+
+
+def test_the_readmes_image_config_sample_is_what_the_commands_print(engine, registry, tmp_path):
+    """The README's import and validate of a job that leaves its command to its image, run as
+    written on the Dockerfile and job its prose describes."""
+    import shlex
+
+    import yaml
+
+    from tests.support import samples
+
+    readme = (ROOT / "README.md").read_text()
+    block = samples.block_after(readme, "For an `app/Dockerfile` that makes its user")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "train.py").write_text("print('hi')\n")
+    (tmp_path / "app" / "Dockerfile").write_text(
+        'ARG BASE=python:3.11-slim\nFROM ${BASE}\nRUN useradd --uid 1000 --create-home app\nRUN chmod 700 /home/app\n'
+        'WORKDIR /home/app\nCOPY train.py ./\nUSER 1000:1000\nENTRYPOINT ["python", "train.py"]\nCMD ["--epochs", "3"]\n')
+    job = yaml.safe_load(open(job_file(tmp_path, "registry.example.com/ml/app:1", run_as=2000)))
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    image = "registry.example.com/ml/app:1"
+    engine.run("rmi", image, check=False)
+    try:
+        for step in block.split("$ ")[1:]:
+            line, _, sample = step.partition("\n")
+            argv = shlex.split(line.split(" > ")[0])
+            assert argv[:3] == ["python", "-m", "generator"]
+            proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            assert proc.returncode == 0, proc.stderr
+            printed = "" if " > /dev/null" in line else proc.stderr + proc.stdout
+            if "--quiet" in line:
+                printed = proc.stdout
+            assert samples.mismatch(sample, printed) == "" if sample else printed == "", (line, printed)
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)
