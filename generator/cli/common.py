@@ -76,9 +76,13 @@ def with_target(values: dict, target: str | None) -> dict:
 
 
 def _registry_reader(ctx, param, value):
+    """The file's logins, read before any job is (a bad file is refused first); None without it,
+    and the commands ask registries without a login where a job needs it."""
+    if value is None:
+        return None
     from generator.images import distribution
 
-    return distribution.Reader.from_option(value)  # a bad file is refused before any job is read
+    return distribution.Reader.from_option(value)
 
 
 def registry_config_option(fn):

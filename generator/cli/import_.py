@@ -6,6 +6,12 @@ import click
 from generator.cli.common import emit, output_option, registry_config_option
 
 
+def _reader():
+    from generator.images import distribution
+
+    return distribution.Reader()
+
+
 @click.command("import")
 @click.argument("manifest", metavar="MANIFEST")
 @output_option
@@ -18,7 +24,7 @@ def command(manifest, output, reader) -> None:
     from generator.job import values_io
 
     documents = values_io.load_documents(manifest)
-    values, notes = kinds.for_objects(documents).to_values(documents, manifest, reader)
+    values, notes = kinds.for_objects(documents).to_values(documents, manifest, reader or _reader())
     emit(values_io.dump(values), output)
     for note in notes:
         click.echo(f"note: {note}", err=True)

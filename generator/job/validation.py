@@ -87,8 +87,8 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
                reader=None) -> Checked:
     """A values file or a PyTorchJob manifest, told apart by their content; with chart
     "pytorch-operator", values for the operator chart. Only the findings and warnings are set.
-    With `reader` (images/distribution.py's), pods that leave the command to the image are also
-    checked against the image's config (image_warnings)."""
+    Pods that leave the command to the image are also checked against the image's config
+    (image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
     from generator.job import source
 
     documents = values_io.load_documents(path)
@@ -116,7 +116,7 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
     config is known, and it warns ("may not") where the image was built to run as another user than
     runAsUser: a folder made for that user is often closed to others. An image built as root is then
     not warned of: `WORKDIR` makes its folder 0755, open to every uid."""
-    if reader is None or not job:
+    if not job:
         return []
     from generator.images import distribution
 
@@ -136,6 +136,7 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
         else:
             path = f"spec.pytorchReplicaSpecs.{role}.template.spec." + \
                 ("containers[pytorch].securityContext.runAsUser" if "runAsUser" in mine else "securityContext.runAsUser")
+        reader = reader or distribution.Reader()  # asked only here: most jobs set their command
         try:
             found = reader.config(image)
         except distribution.Unreadable:
