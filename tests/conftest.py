@@ -1,6 +1,8 @@
 """Shared fixtures. Support code the tests import lives in tests/support/."""
 import os
 
+import pytest
+
 # Child processes (trainer, runner) hash the same way in every run.
 os.environ.setdefault("PYTHONHASHSEED", "0")
 
@@ -22,3 +24,12 @@ def pytest_collection_modifyitems(items):
     """The longest tests (real training) first: test workers running side by side then finish
     together instead of one working through a long test alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("trains") is None)
+
+
+@pytest.fixture(autouse=True)
+def only_this_machines_registry(request, monkeypatch):
+    """Outside e2e, images' configs come from the registry on this machine alone: what a test sees
+    must not change with what the internet serves, nor wait on a resolver (e2e/test_images.py asks
+    other registries)."""
+    if request.node.get_closest_marker("e2e") is None:
+        monkeypatch.setenv("PYTORCHJOB_KIT_OFFLINE", "1")

@@ -75,6 +75,23 @@ def with_target(values: dict, target: str | None) -> dict:
     return {**values, "target": target} if target else values
 
 
+def _registry_reader(ctx, param, value):
+    """The file's logins, read before any job is (a bad file is refused first); None without it,
+    and the commands ask registries without a login where a job needs it."""
+    if value is None:
+        return None
+    from generator.images import distribution
+
+    return distribution.Reader.from_option(value)
+
+
+def registry_config_option(fn):
+    return click.option("--registry-config", "reader", metavar="FILE", callback=_registry_reader,
+                        help="Logins for the registries images are read from when a job leaves `command` to its image "
+                             "(the config.json `docker login` writes). Without it: the registry on this machine, then "
+                             "the image's own registry without a login.")(fn)
+
+
 def output_option(fn):
     return click.option("-o", "--output", metavar="FILE",
                         help="Write to this file (atomically) instead of stdout.")(fn)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from generator.cli.common import cluster_options, format_option, output_option, release_option
+from generator.cli.common import cluster_options, format_option, output_option, registry_config_option, release_option
 
 
 @click.command("convert")
@@ -19,8 +19,10 @@ from generator.cli.common import cluster_options, format_option, output_option, 
 @output_option
 @format_option
 @release_option
+@registry_config_option
 @cluster_options
-def command(files, to, accept, server, output, fmt, release, context, namespace, kubeconfig, request_timeout) -> None:
+def command(files, to, accept, server, output, fmt, release, reader, context, namespace, kubeconfig,
+            request_timeout) -> None:
     """Convert PyTorchJob manifests (several per file) or v1 values to Trainer v2 TrainJobs.
 
     Each job is reported with every change in meaning: the field, what v1 did, what v2 will do and
@@ -33,7 +35,7 @@ def command(files, to, accept, server, output, fmt, release, context, namespace,
     from generator.convert import jobs, report
     from generator.job import values_io
 
-    conversions = [c for path in files for c in jobs.convert_file(path, release, namespace)]
+    conversions = [c for path in files for c in jobs.convert_file(path, release, namespace, reader)]
     if server:
         from generator.cli.common import connect
         from generator.convert import server as on_server

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from generator.cli.common import chart_option, format_option, legacy_output_format, release_option, target_option
+from generator.cli.common import chart_option, format_option, legacy_output_format, registry_config_option, release_option, target_option
 from generator.errors import UserError
 
 
@@ -17,8 +17,12 @@ from generator.errors import UserError
 @target_option
 @format_option
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
-def command(files, release, chart, target, fmt, output) -> None:
+@registry_config_option
+def command(files, release, chart, target, fmt, output, reader) -> None:
     """Check values files (or PyTorchJob and TrainJob manifests): the schema and every rule the operator, Trainer and Kubernetes apply.
+
+    A pod that leaves its command to its image and sets runAsUser is checked against the image's USER
+    and WORKDIR, read from a registry (a warning where runAsUser may not enter the WORKDIR).
 
     With --chart pytorch-operator, check values for the operator chart instead."""
     from generator.cli.common import emit
@@ -28,7 +32,7 @@ def command(files, release, chart, target, fmt, output) -> None:
     report, lines = [], []
     for path in files:
         try:
-            checked = validation.check_file(path, release, chart, target)
+            checked = validation.check_file(path, release, chart, target, reader)
             findings, warnings = checked.findings, checked.warnings
         except UserError as exc:  # the file could not be read as YAML: its error names the file already
             findings, warnings = exc.findings, []

@@ -20,19 +20,20 @@ EXIT_CODES = range(1, 256)
 OUTPUT_VOLUME = "output"  # the name the chart gives the output claim's volume
 
 
-def convert_file(path: str, release: str, namespace: str | None) -> list[Conversion]:
-    """Every job a file holds: PyTorchJob manifests (any number), or one set of v1 values."""
+def convert_file(path: str, release: str, namespace: str | None, reader=None) -> list[Conversion]:
+    """Every job a file holds: PyTorchJob manifests (any number), or one set of v1 values. `reader`
+    (images/distribution.py's) reads the configs of images whose ENTRYPOINT a job leaves to run."""
     try:
         documents = values_io.load_documents(path)
     except UserError as exc:
         return [Conversion(path, "", problems=exc.findings)]
     kind = kinds.in_manifest(documents)
     if kind is None:
-        return [_from_values(path, documents, release, namespace)]
+        return [_from_values(path, documents, release, namespace, reader)]
     if kind.target == "v2":
         return [Conversion(path, "", problems=[Finding("kind", f"is already a {kind.kind}, Trainer v2's own kind", kind.kind,
                                                        "nothing to convert: `generator run` and `submit` take it as it is")])]
-    out = [convert_job(d, path) for d in documents if kind.owns(d)]
+    out = [convert_job(d, path, reader) for d in documents if kind.owns(d)]
     carried, problems, review = _others(documents, kind)
     if problems:
         out[0].refuse(out[0].problems + problems)
@@ -125,7 +126,7 @@ def _schema_problems(doc: dict, where: str) -> tuple[bool, list[Finding]]:
     return True, []
 
 
-def _from_values(path: str, documents: list, release: str, namespace: str | None) -> Conversion:
+def _from_values(path: str, documents: list, release: str, namespace: str | None, reader=None) -> Conversion:
     """v1 values: the PyTorchJob they render, converted, with findings named by the values' keys."""
     try:
         values = values_io.mapping_of(documents, path)
@@ -140,7 +141,7 @@ def _from_values(path: str, documents: list, release: str, namespace: str | None
     job = copy.deepcopy(checked.job)
     if namespace is None:
         job["metadata"].pop("namespace", None)
-    done = convert_job(job, path)
+    done = convert_job(job, path, reader)
     _carry(done, [o for o in checked.objects if o is not checked.job], namespace is None)  # the chart's output claim
     done.changes = [Change(_values_path(c.path, job, values), c.v1, c.v2, c.fix) for c in done.changes]
     done.problems = [Finding(_values_path(f.path, job, values), f.message, f.value, f.hint) for f in done.problems]
@@ -160,7 +161,7 @@ def _values_path(path: str, job: dict, values: dict) -> str:
     return mapped if mapped != concrete else path
 
 
-def convert_job(job: dict, source: str) -> Conversion:
+def convert_job(job: dict, source: str, reader=None) -> Conversion:
     meta = job.get("metadata") or {}
     out = Conversion(source, str(meta.get("name", "")), meta.get("namespace"))
     problems = admission.check_objects([job]) or importer.kubernetes_findings(job)
@@ -177,15 +178,16 @@ def convert_job(job: dict, source: str) -> Conversion:
     command = list(main.get("command") or [])
     if not command:
         if programs.repository(main.get("image", "")) != trainer.repository:
-            command, why = _image_command(main)
+            command, why = _image_command(main, reader)
             if not command:
                 return out.refuse([Finding(f"{MAIN}.command", "is empty, so the image's own ENTRYPOINT runs, which this "
                                            f"tool cannot see{why}; Trainer v2 must start the program through torchrun",
                                            None, "write the command into the job (e.g. [python, /workspace/train.py], as "
                                            "the image's ENTRYPOINT has it), or put the image into the registry on this "
-                                           "machine (`python -m generator image load IMAGE`), then convert again")])
+                                           "machine (`python -m generator image load IMAGE`), or give --registry-config "
+                                           "FILE where its own registry needs a login, then convert again")])
             notes.append(f"the command, {shlex.join(command)}, is {main['image']}'s own ENTRYPOINT"
-                         f"{'' if main.get('args') else ' and CMD'}, read from the registry on this machine")
+                         f"{'' if main.get('args') else ' and CMD'}, read from {why}")
         else:
             command = list(trainer.entrypoint)
     try:
@@ -296,21 +298,18 @@ def _cleaned(objects: list[dict], drop_namespace: bool) -> list[dict]:
     return sorted(objects, key=kinds.TRAINJOB.owns)  # stable: the rest keep their order
 
 
-def _image_command(container: dict) -> tuple[list[str], str]:
-    """(what a container that sets no command runs, '') read from its image's config in the
-    registry on this machine; ([], why not) when the registry does not hold the image or could not
-    be read (neither running nor holding it says nothing: the fix names the registry)."""
-    from generator.images import base, registry
+def _image_command(container: dict, reader=None) -> tuple[list[str], str]:
+    """(what a container that sets no command runs, the registry it was read from), read from its
+    image's config; ([], why not) when no registry gave it."""
+    from generator.images import distribution
 
     image = container.get("image") or ""
     try:
-        config = registry.image_config(registry.default(), base.qualified(image))
-    except (UserError, OSError, ValueError, KeyError) as exc:
-        return [], f" (reading {image} from the registry on this machine failed: {exc})"
-    if config is None or not (config.entrypoint or config.cmd):
-        return [], ""
-    # Kubernetes' rule: args replace the image's CMD, and stay the job's args.
-    return [*config.entrypoint, *([] if container.get("args") else config.cmd)], ""
+        found = (reader or distribution.Reader()).config(image)
+    except distribution.Unreadable as exc:
+        return [], f" ({exc})"
+    command = found.config.runs(container.get("args"))
+    return command, (found.where if command else f" ({image}'s config names neither ENTRYPOINT nor CMD)")
 
 
 def _launch(out: Conversion, command: list[str], main: dict, how: str, v1_env: dict, notes: list[str]) -> list[Change]:

@@ -1,5 +1,5 @@
 """The registry on this machine as its clients see it: where its folder, address and client
-certificate are, and what it holds, down to an image's own ENTRYPOINT, CMD, WORKDIR and USER.
+certificate are, and what it holds (images/distribution.py reads an image's config from it).
 Starting and stopping it, and pushing into it, are controlplane/registry.py's."""
 from __future__ import annotations
 
@@ -115,44 +115,3 @@ def split(name: str) -> tuple[str, str]:
 def default() -> Registry:
     return Registry(paths.cache_dir() / "registry")
 
-
-
-
-@dataclass(frozen=True)
-class ImageConfig:
-    """What an image runs when a container leaves it to the image (its config's)."""
-    entrypoint: tuple[str, ...]
-    cmd: tuple[str, ...]
-    workdir: str
-    user: str
-
-
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-
-
-def image_config(reg: Registry, name: str, platform: tuple[str, str] = ("linux", "amd64")) -> ImageConfig | None:
-    """The config of the image `name` (its full name, Docker Hub's written out) as the registry on
-    this machine holds it; None when it does not hold it."""
-    if not reg.address:  # not running
-        return None
-    repo, tag = split(name)
-    status, body, _ = reg.request(f"/v2/{repo}/manifests/{tag}")
-    if status == 404:
-        return None
-    if status != 200:
-        raise UserError(f"the registry at {reg.address} answered HTTP {status} for {name}'s manifest: {body[:200]!r}")
-    manifest = json.loads(body)
-    if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
-        chosen = next((m for m in manifest.get("manifests") or []
-                       if (m.get("platform") or {}).get("os") == platform[0]
-                       and (m.get("platform") or {}).get("architecture") == platform[1]), None)
-        if chosen is None:
-            return None
-        status, body, _ = reg.request(f"/v2/{repo}/manifests/{chosen['digest']}")
-        manifest = json.loads(body)
-    status, body, _ = reg.request(f"/v2/{repo}/blobs/{manifest['config']['digest']}")
-    if status != 200:
-        raise UserError(f"the registry at {reg.address} answered HTTP {status} for {name}'s config")
-    config = json.loads(body).get("config") or {}
-    return ImageConfig(tuple(config.get("Entrypoint") or ()), tuple(config.get("Cmd") or ()),
-                       config.get("WorkingDir") or "", config.get("User") or "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import shlex
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
@@ -51,11 +52,16 @@ def _same(values_by_role: dict, what: str) -> object:
     return next(iter(values_by_role.values()))
 
 
-def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
-    """(values overlay, notes for the user). Raises UserError for anything invalid or unrepresentable."""
+def to_values(job: dict, source: str = "", reader=None) -> tuple[dict, list[str]]:
+    """(values overlay, notes for the user). Raises UserError for anything invalid or unrepresentable.
+    With `reader` (images/distribution.py's), a command left to the image is written out from its config."""
     findings = admission.check_objects([job])
     if findings:
         raise UserError(findings, source=source)
+    said: list[str] = []
+    if reader is not None:
+        job = copy.deepcopy(job)
+        said = _command_from_image(job, reader)
     # Kubernetes' findings come first, whether or not the chart can carry the job.
     schema_findings = kubernetes_findings(job)
     try:
@@ -66,7 +72,37 @@ def to_values(job: dict, source: str = "") -> tuple[dict, list[str]]:
         raise
     if schema_findings:
         raise UserError(schema_findings, source=source)
-    return result
+    return result[0], said + result[1]
+
+
+def _command_from_image(job: dict, reader) -> list[str]:
+    """Each pytorch container that leaves `command` to its image (other than the project's trainer,
+    whose ENTRYPOINT is known) gets the image's ENTRYPOINT, and its CMD unless the container gives
+    args, as its command: the values then say what runs, which `generator run` and Trainer v2 need.
+    What could not be read stays empty, as the image would run it; the notes say which."""
+    from generator.images import distribution
+
+    trainer = defaults.chart_defaults()["image"]["repository"]
+    notes = []
+    for spec in (job["spec"].get("pytorchReplicaSpecs") or {}).values():
+        main = admission.pytorch_container(spec)
+        image = str(main.get("image") or "")
+        if main.get("command") or (images.parse(image) or ("",))[0] == trainer:
+            continue
+        try:
+            found = reader.config(image)
+        except distribution.Unreadable as exc:
+            note = f"command: left empty, so {image}'s own ENTRYPOINT runs; it was not written out: {exc}"
+        else:
+            command = found.config.runs(main.get("args"))
+            if not command:
+                continue
+            main["command"] = command
+            note = (f"command: {shlex.join(command)} written out, {image}'s own ENTRYPOINT"
+                    f"{'' if main.get('args') else ' and CMD'}, read from {found.where}")
+        if note not in notes:
+            notes.append(note)
+    return notes
 
 
 def _build(job: dict, source: str) -> tuple[dict, list[str]]:

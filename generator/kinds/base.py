@@ -59,8 +59,9 @@ class JobKind(ABC):
         """Every refusal its webhook (or controller) would give, by path."""
 
     @abstractmethod
-    def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
-        """Values that render the job back, and notes on what the values leave out."""
+    def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
+        """Values that render the job back, and notes on what the values leave out; with `reader`
+        (images/distribution.py's), a command the job leaves to its image written out where the kind can."""
 
     def advice(self, objects: list[dict]) -> list[Finding]:
         """What an admitted job may still not do as its author expects (warnings, not refusals)."""

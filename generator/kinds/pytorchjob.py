@@ -53,11 +53,11 @@ class PyTorchJob(JobKind):
     def advice(self, objects: list[dict]) -> list[Finding]:
         return admission.advice(self.job_of(objects))
 
-    def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
+    def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
         from generator.job import importer
         from generator.job import source as manifests
 
-        return importer.to_values(manifests.pick(documents, source), source=source)
+        return importer.to_values(manifests.pick(documents, source), source=source, reader=reader)
 
     def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None):
         from generator.local import plan as local_plan

@@ -46,7 +46,7 @@ class TrainJob(JobKind):
     def check_rendered(self, objects: list[dict]) -> list[Finding]:
         return trainer.check(objects)
 
-    def to_values(self, documents: list, source: str) -> tuple[dict, list[str]]:
+    def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
         from generator.job import trainjob
 
         return trainjob.to_values(documents, source=source)

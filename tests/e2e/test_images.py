@@ -202,3 +202,303 @@ def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entryp
     assert f"the command, python /workspace/train.py --epochs 3, is {image}'s own ENTRYPOINT and CMD" in proc.stdout
     engine.run("rmi", image)
     forget(registry, image)
+
+
+def small_image(engine, tmp_path, name: str, workdir: str, user: str, folder_mode: int | None = None) -> str:
+    """An image of one file with its ENTRYPOINT, CMD, WORKDIR and USER, made in a second (`podman
+    import` of a tar with the config's changes), in the engine's store as `name`; with
+    `folder_mode`, its layer holds the WORKDIR with that mode, owned by USER."""
+    import io
+    import tarfile
+
+    rootfs = tmp_path / f"rootfs-{folder_mode}.tar"
+    with tarfile.open(rootfs, "w") as tar:
+        data = b"print('hi')\n"
+        info = tarfile.TarInfo("workspace/train.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        if folder_mode is not None:
+            folder = tarfile.TarInfo(workdir.strip("/"))
+            folder.type, folder.mode = tarfile.DIRTYPE, folder_mode
+            folder.uid, folder.gid = (int(n) for n in user.split(":"))
+            tar.addfile(folder)
+    engine.run("import", "--change", 'ENTRYPOINT ["python", "/workspace/train.py"]', "--change", 'CMD ["--epochs", "3"]',
+               "--change", f"WORKDIR {workdir}", "--change", f"USER {user}", str(rootfs), name)
+    return name
+
+
+def job_file(tmp_path, image: str, run_as: int | None = None) -> str:
+    import yaml
+
+    pod = {"containers": [{"name": "pytorch", "image": image}]}
+    if run_as is not None:
+        pod["securityContext"] = {"runAsUser": run_as}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "from-image"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                                                       "template": {"spec": pod}}}}}
+    path = tmp_path / f"job-{run_as}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return str(path)
+
+
+def test_import_writes_the_command_an_image_holds(engine, registry, tmp_path):
+    """What the image runs, read from the registry on this machine: import writes it out as the
+    command (ENTRYPOINT then CMD), so the values say what runs."""
+    import yaml
+
+    image = small_image(engine, tmp_path, f"registry.example.com/ml/home-{os.getpid()}:1", "/home/app", "1000:1000")
+    try:
+        assert generator("image", "load", image).returncode == 0
+        proc = generator("import", job_file(tmp_path, image))
+        assert proc.returncode == 0, proc.stderr
+        values = yaml.safe_load(proc.stdout)
+        assert values["command"] == ["python", "/workspace/train.py", "--epochs", "3"] and "args" not in values
+        assert (f"note: command: python /workspace/train.py --epochs 3 written out, {image}'s own ENTRYPOINT and CMD, "
+                "read from the registry on this machine") in proc.stderr
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)
+
+
+@pytest.mark.parametrize("mode, said", [
+    (0o700, "runs the pod as uid 2000, which cannot enter {image}'s WORKDIR /home/app (mode 0700, owner 1000:1000, as "
+            "the image's layers hold it): what the command reads there is refused (Permission denied) (got 2000); run "
+            "as uid 1000, or set the container's workingDir to a folder uid 2000 can enter"),
+    (0o755, None),
+    (None, "runs the pod as uid 2000, but {image} was built to run as user 1000:1000 and starts in its WORKDIR "
+           "/home/app, which uid 2000 may not be able to enter (the layers that hold it are too large to read here"),
+], ids=["closed folder", "open folder", "folder not in its layers"])
+def test_validate_warns_when_run_as_user_cannot_enter_the_images_workdir(engine, registry, tmp_path, mode, said):
+    """The pod's runAsUser against the image's WORKDIR: for sure where the image's small top layers
+    hold the folder, else from its USER, and said to be a guess."""
+    image = small_image(engine, tmp_path, f"registry.example.com/ml/home-{os.getpid()}:{mode}", "/home/app",
+                        "1000:1000", mode)
+    try:
+        assert generator("image", "load", image).returncode == 0
+        proc = generator("validate", job_file(tmp_path, image, run_as=2000))
+        assert proc.returncode == 0 and proc.stdout.endswith(": valid\n"), proc.stderr
+        if said:
+            assert ("warning: spec.pytorchReplicaSpecs.Master.template.spec.securityContext.runAsUser: "
+                    + said.format(image=image)) in proc.stderr, proc.stderr
+        else:
+            assert "warning" not in proc.stderr, proc.stderr
+        same = generator("validate", job_file(tmp_path, image, run_as=1000))  # the folder's owner
+        assert same.returncode == 0 and "warning" not in same.stderr, same.stderr
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)
+
+
+def private_registry_config(folder, ca, port: int, auth: dict) -> str:
+    from generator.controlplane import pki
+
+    crt, key = pki.Authority(ca).issue("server", "private-registry", server=True, names=["localhost"], ips=["127.0.0.1"])
+    config = {"version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
+              "storage": {"filesystem": {"rootdirectory": str(folder / "storage")}},
+              "http": {"addr": f"127.0.0.1:{port}", "secret": "test", "tls": {"certificate": str(crt), "key": str(key)}},
+              **({"auth": auth} if auth else {})}
+    path = folder / f"config-{port}.yml"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.fixture
+def private_registry(engine, registry, tmp_path):
+    """The project's registry binary as someone's private registry: HTTPS with a CA of the test's
+    own (the reader trusts it through SSL_CERT_FILE, as Python's TLS reads it), holding ml/app:1, made
+    by `start(auth)` with the given `auth` configuration, on a port of its own each time."""
+    from generator.container import ports
+    from generator.controlplane import build
+
+    binary = build.ensure(lambda line: None, groups=["registry"])[build.REGISTRY_BINARY]
+    started = []
+
+    def start(auth: dict) -> str:
+        port = ports.free_port()
+        proc = subprocess.Popen([str(binary), "serve", private_registry_config(tmp_path, tmp_path / "ca", port, auth)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ,
+                                                                                           "OTEL_TRACES_EXPORTER": "none"})
+        started.append(proc)
+        for _ in range(100):
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return f"127.0.0.1:{port}"
+            assert proc.poll() is None, "the private registry exited"
+            import time
+
+            time.sleep(0.1)
+        raise AssertionError("the private registry did not listen")
+
+    local = small_image(engine, tmp_path, f"localhost/pytorchjob-kit-e2e/private-{os.getpid()}:1", "/workspace", "1000")
+    address = start({})
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "ca.crt").write_bytes((tmp_path / "ca" / "ca.crt").read_bytes())
+    engine_run = subprocess.run(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(certs),
+                                 f"{engine.transport}{local}", f"docker://{address}/ml/app:1"],
+                                env=engine.environ(), capture_output=True, text=True, timeout=120)
+    assert engine_run.returncode == 0, engine_run.stderr
+    started.pop().terminate()
+    engine.run("rmi", local, check=False)
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def convert_from(tmp_path, address: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator", "convert", job_file(tmp_path, f"{address}/ml/app:1"),
+                           "--to", "v2", "--accept", *extra], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSL_CERT_FILE": str(tmp_path / "ca" / "ca.crt")})
+
+
+def docker_config(tmp_path, address: str, login: str) -> str:
+    import base64
+
+    path = tmp_path / f"config-{len(login)}.json"
+    path.write_text(json.dumps({"auths": {address: {"auth": base64.b64encode(login.encode()).decode()}}}))
+    return str(path)
+
+
+def test_a_private_registry_with_a_login_is_read_with_the_logins_of_registry_config(private_registry, tmp_path):
+    """Basic auth (htpasswd), as a private registry often asks: refused without a login and with a
+    wrong one, each named with the fix; read with the right one from --registry-config."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # the C library's bcrypt: distribution's htpasswd takes $2b$ hashes
+
+    (tmp_path / "htpasswd").write_text(f"ml:{crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH))}\n")
+    address = private_registry({"htpasswd": {"realm": "private", "path": str(tmp_path / "htpasswd")}})
+    anonymous = convert_from(tmp_path, address)
+    assert anonymous.returncode == 1
+    assert (f"{address}/ml/app:1: {address} asks for a login; give "
+            "--registry-config FILE, the config.json `docker login` writes (~/.docker/config.json), with a login for "
+            f"{address}") in anonymous.stderr, anonymous.stderr
+    wrong = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:wrong"))
+    assert wrong.returncode == 1 and f"{address} refused the login given for it" in wrong.stderr, wrong.stderr
+    right = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:s3cret"))
+    assert right.returncode == 0, right.stderr
+    assert "every node runs: torchrun /workspace/train.py --epochs 3" in right.stderr
+    assert (f"note: the command, python /workspace/train.py --epochs 3, is {address}/ml/app:1's own ENTRYPOINT and "
+            f"CMD, read from {address}") in right.stderr
+
+
+@pytest.fixture
+def token_service(tmp_path):
+    """A token service as the registry v2 token spec has one (Harbor's, docker_auth's): it takes a
+    login by Basic auth and answers a JWT for the asked scope, ES256-signed by a key whose
+    certificate (x5c) chains to the CA the real registry is told to trust. None exists as a package
+    here, so the test serves one; the registry that verifies its tokens is the real one."""
+    import base64
+    import http.server
+    import threading
+    import time
+    import urllib.parse
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+    from generator.controlplane import pki
+
+    ca = pki.Authority(tmp_path / "ca")
+    signer_crt, signer_key = ca.issue("token-signer", "token-signer")
+    key = serialization.load_pem_private_key(signer_key.read_bytes(), None)
+    chain = [base64.b64encode(x509.load_pem_x509_certificate(signer_crt.read_bytes())
+                              .public_bytes(serialization.Encoding.DER)).decode()]
+    server_crt, server_key = ca.issue("token-server", "token-server", server=True, names=["localhost"], ips=["127.0.0.1"])
+    asked = []
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+            asked.append(query)
+            login = base64.b64encode(b"ml:s3cret").decode()
+            if self.headers.get("Authorization") != f"Basic {login}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            _, name, actions = query["scope"].split(":")
+            now = int(time.time())
+            claims = {"iss": "test-issuer", "sub": "ml", "aud": query["service"], "exp": now + 300, "nbf": now - 10,
+                      "iat": now, "jti": str(now), "access": [{"type": "repository", "name": name,
+                                                                "actions": actions.split(",")}]}
+            signing = (b64(json.dumps({"typ": "JWT", "alg": "ES256", "x5c": chain}).encode()) + "." +
+                       b64(json.dumps(claims).encode()))
+            r, s = utils.decode_dss_signature(key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
+            body = json.dumps({"token": f"{signing}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(server_crt, server_key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"realm": f"https://127.0.0.1:{server.server_address[1]}/token", "service": "private-registry",
+           "issuer": "test-issuer", "rootcertbundle": str(ca.cert_path)}, asked
+    server.shutdown()
+
+
+def test_a_registry_behind_a_token_service_is_read_through_the_token_flow(private_registry, token_service, tmp_path):
+    """The registry v2 token flow, as ghcr.io and Docker Hub ask for it: the registry's 401 names a
+    realm; the token for the repository's pull scope comes from there with the login, and the
+    registry takes it."""
+    auth, asked = token_service
+    address = private_registry({"token": auth})
+    anonymous = convert_from(tmp_path, address)
+    assert anonymous.returncode == 1
+    assert (f"{address}'s token service ({auth['realm']}) refused an anonymous pull (HTTP 401); give --registry-config "
+            "FILE") in anonymous.stderr, anonymous.stderr
+    right = convert_from(tmp_path, address, "--registry-config", docker_config(tmp_path, address, "ml:s3cret"))
+    assert right.returncode == 0, right.stderr
+    assert f"ENTRYPOINT and CMD, read from {address}" in right.stderr
+    assert asked[-1] == {"service": "private-registry", "scope": "repository:ml/app:pull"}
+
+
+def test_the_readmes_image_config_sample_is_what_the_commands_print(engine, registry, tmp_path):
+    """The README's import and validate of a job that leaves its command to its image, run as
+    written on the Dockerfile and job its prose describes."""
+    import shlex
+
+    import yaml
+
+    from tests.support import samples
+
+    readme = (ROOT / "README.md").read_text()
+    block = samples.block_after(readme, "For an `app/Dockerfile` that makes its user")
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "train.py").write_text("print('hi')\n")
+    (tmp_path / "app" / "Dockerfile").write_text(
+        'ARG BASE=python:3.11-slim\nFROM ${BASE}\nRUN useradd --uid 1000 --create-home app\nRUN chmod 700 /home/app\n'
+        'WORKDIR /home/app\nCOPY train.py ./\nUSER 1000:1000\nENTRYPOINT ["python", "train.py"]\nCMD ["--epochs", "3"]\n')
+    job = yaml.safe_load(open(job_file(tmp_path, "registry.example.com/ml/app:1", run_as=2000)))
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    image = "registry.example.com/ml/app:1"
+    engine.run("rmi", image, check=False)
+    try:
+        for step in block.split("$ ")[1:]:
+            line, _, sample = step.partition("\n")
+            argv = shlex.split(line.split(" > ")[0])
+            assert argv[:3] == ["python", "-m", "generator"]
+            proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            assert proc.returncode == 0, proc.stderr
+            printed = "" if " > /dev/null" in line else proc.stderr + proc.stdout
+            if "--quiet" in line:
+                printed = proc.stdout
+            assert samples.mismatch(sample, printed) == "" if sample else printed == "", (line, printed)
+    finally:
+        engine.run("rmi", image, check=False)
+        forget(registry, image)

@@ -5,6 +5,7 @@ import copy
 import pytest
 import yaml
 
+from generator.images import distribution
 from generator.job import importer
 from tests.support import MANIFESTS, our_manifests, trainjobs, upstream_examples
 from tests.support.cli_helpers import run
@@ -13,7 +14,10 @@ OURS = sorted(MANIFESTS.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("manifest", our_manifests() + upstream_examples())
-def test_import_then_render_gives_back_the_same_pytorchjob(manifest, tmp_path):
+def test_import_then_render_gives_back_the_same_pytorchjob(manifest, tmp_path, monkeypatch):
+    # Offline, a command left to the image stays empty, so the render is the original as written
+    # (where a registry gives the image's config, import writes the command out: e2e/test_images.py).
+    monkeypatch.setenv(distribution.OFFLINE_ENV, "1")
     original = yaml.safe_load(manifest.read_text())
     values_file = tmp_path / "values.yaml"
     code, _, err = run("import", str(manifest), "-o", str(values_file))
@@ -204,3 +208,12 @@ def test_a_trainjob_whose_runtime_is_missing_or_foreign_is_refused(tmp_path):
     manifest.write_text(yaml.safe_dump(job))
     code, _, err = run("import", str(manifest))
     assert code == 1 and "TrainJob.spec.runtimePatches: cannot be carried by the chart's values" in err
+
+
+@pytest.mark.parametrize("command", [["import"], ["validate"], ["convert", "--to", "v2"]])
+def test_a_bad_registry_config_is_refused_by_each_command_before_any_job_is_read(command, tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"auths": {"ghcr.io": {"auth": "%%%"}}}')
+    code, out, err = run(*command, str(MANIFESTS / "vsphere-cpu.yaml"), "--registry-config", str(bad))
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"--registry-config {bad}: auths.ghcr.io.auth is not base64 (got '%%%')" in err
