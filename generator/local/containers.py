@@ -172,25 +172,30 @@ def local_images(eng: engine_.Engine, plan: Plan, aliases: dict[str, str] | None
         wanted.setdefault(r.container.image, []).append(r.name)
     out: dict[str, str] = {}
     missing = []
+    builds = [trainer.reference("cpu"), trainer.reference("gpu")]  # the trainer's builds, as `image build` names them
     for image, users in wanted.items():
         repo = programs.repository(image)
         tag = image.split("@", 1)[0].rpartition(":")[2] if ":" in image.split("/")[-1] else "latest"
-        candidate = f"{aliases[repo]}:{tag}" if repo in (aliases or {}) else image
-        found = candidate if eng.image_id(candidate) else None
-        cuda = trainer.reference("gpu")
-        if not found and programs.repository(candidate) == trainer.repository() and tag == trainer.version() \
-                and eng.image_id(cuda):
-            found = cuda
-            say(f"note: {image} runs as {cuda}, the trainer's build this machine has (the CUDA one, which runs on the "
-                "CPU too)")
+        if repo in (aliases or {}):  # a copy of the trainer: whichever build of it this machine has
+            candidates = builds
+        elif repo == trainer.repository() and tag == trainer.version():  # the chart's default: either build
+            candidates = [image, builds[1]]
+        else:
+            candidates = [image]
+        found = next((c for c in candidates if eng.image_id(c)), None)
+        if found and found != image:
+            say(f"note: {image} runs as {found}, the trainer's build this machine has"
+                + (" (the CUDA one, which runs on the CPU too)" if found == builds[1] else ""))
         if found:
             out[image] = found
             continue
-        how = ("build the trainer's image with `python -m generator image build` (or `make image`)"
-               if programs.repository(candidate) == trainer.repository() else
-               f"build yours with `python -m generator image build DIR -t {candidate}`, or get it with "
-               f"`{eng.name} pull {candidate}` or `{eng.name} load -i FILE`")
-        missing.append(f"image {candidate} ({', '.join(users)}) is not in {eng.name}'s local store: {how}")
+        if candidates[-1] in builds:
+            how = "build the trainer's image with `python -m generator image build` (or `make image`)"
+        else:
+            how = (f"build yours with `python -m generator image build DIR -t {image}`, or get it with "
+                   f"`{eng.name} pull {image}` or `{eng.name} load -i FILE`")
+        missing.append(f"image {' or '.join(dict.fromkeys([image, *candidates]))} ({', '.join(users)}) is not in "
+                       f"{eng.name}'s local store: {how}")
     if missing:
         raise UserError("\n".join(missing))
     for r in plan.replicas:
