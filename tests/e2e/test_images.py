@@ -202,3 +202,60 @@ def test_convert_writes_the_torchrun_command_from_an_image_that_holds_its_entryp
     assert f"the command, python /workspace/train.py --epochs 3, is {image}'s own ENTRYPOINT and CMD" in proc.stdout
     engine.run("rmi", image)
     forget(registry, image)
+
+
+def containers_left(engine, job: str) -> list[str]:
+    """The job's containers and network that still exist after its run."""
+    names = engine.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    networks = engine.run("network", "ls", "--format", "{{.Name}}").stdout.split()
+    return [n for n in names if n.startswith(f"{job}-")] + [n for n in networks if n == job]
+
+
+def test_the_demo_job_runs_as_containers_of_the_trainer_image_as_uid_1000(engine, trainer_image, tmp_path):
+    """`make demo`'s values (1 Master + 2 Workers, the output claim on the Master), trimmed to one
+    epoch, under `run --container`: each replica a container on the job's network, meeting the
+    Master by its name, writing the model to the claim's folder as the pod's user."""
+    job = f"demo-{os.getpid()}"
+    values = tmp_path / "demo-values.yaml"
+    made = generator("values", "--name", job, "--workers", "2", "--cpu", "1", "--memory", "1Gi", "--output-size", "1Gi",
+                     "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values))
+    assert made.returncode == 0, made.stderr
+    proc = generator("run", str(values), "--container", "--run-dir", str(tmp_path / "run"), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"as containers on network {job}" in proc.stderr and "job succeeded: the Master succeeded" in proc.stderr
+    assert "master-0 | epoch 1/1: test accuracy" in proc.stdout  # the replicas' logs, prefixed as `run` prefixes them
+    output = tmp_path / "run" / f"{job}-output"
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and metrics["world_size"] == 3 and metrics["final_accuracy"] > 0.5
+    assert (output / "mnist_cnn.pt").stat().st_uid == 1000 and (output / "metrics.json").stat().st_uid == 1000
+    assert containers_left(engine, job) == []
+
+
+def test_a_trainjob_runs_as_containers_of_nodes_that_meet_under_the_jobs_service(engine, trainer_image, tmp_path):
+    job = f"digits-v2-{os.getpid()}"
+    values = tmp_path / "v2.yaml"
+    made = generator("values", "--target", "v2", "--name", job, "--workers", "1", "--cpu", "1", "--memory", "1Gi",
+                     "--output-size", "1Gi", "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1",
+                     "-o", str(values))
+    assert made.returncode == 0, made.stderr
+    proc = generator("run", str(values), "--container", "--run-dir", str(tmp_path / "run"), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "job succeeded: every node succeeded" in proc.stderr and "node-0-0 | epoch 1/1" in proc.stdout
+    metrics = json.loads((tmp_path / "run" / f"{job}-output" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["final_accuracy"] > 0.5
+    assert containers_left(engine, job) == []
+
+
+def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, tmp_path):
+    import yaml
+
+    image = "localhost/pytorchjob-kit-e2e/never-built:1"
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": f"absent-{os.getpid()}"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {
+                "spec": {"containers": [{"name": "pytorch", "image": image, "command": ["python", "train.py"]}]}}}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = generator("run", str(tmp_path / "job.yaml"), "--container", "--run-dir", str(tmp_path / "run"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert (f"error: image {image} (master-0) is not in podman's local store: build yours with `python -m generator "
+            f"image build DIR -t {image}`") in proc.stderr
+    assert containers_left(engine, body["metadata"]["name"]) == []
