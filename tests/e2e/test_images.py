@@ -259,3 +259,34 @@ def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, 
     assert (f"error: image {image} (master-0) is not in podman's local store: build yours with `python -m generator "
             f"image build DIR -t {image}`") in proc.stderr
     assert containers_left(engine, body["metadata"]["name"]) == []
+
+
+def test_ctrl_c_stops_the_containers_and_removes_them_and_the_network(engine, registry, tmp_path):
+    """Any image runs: alpine's shell, whose replicas wait until told to stop. Ctrl-C stops them
+    through the engine (SIGTERM, as a kubelet sends it), and nothing of the job is left."""
+    import signal
+
+    import yaml
+
+    job = f"ctrl-c-{os.getpid()}"
+    hold = ["sh", "-c", "trap 'echo stopped by SIGTERM; exit 0' TERM; echo ready on $(hostname); sleep 600 & wait"]
+    container = {"name": "pytorch", "image": "docker.io/library/alpine:3.10", "command": hold}
+    spec = {"restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": job},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **spec}, "Worker": {"replicas": 1, **spec}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", str(tmp_path / "job.yaml"), "--container",
+                             "--run-dir", str(tmp_path / "run")], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if sum("| ready on" in s for s in seen) == 2:
+            break
+    assert {s.split(" | ")[1].strip() for s in seen if "| ready on" in s} == {f"ready on {job}-master-0",
+                                                                               f"ready on {job}-worker-0"}
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "master-0 | stopped by SIGTERM" in out and "job failed: stopped by SIGINT" in err
+    assert containers_left(engine, job) == []
