@@ -14,6 +14,9 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -281,11 +284,40 @@ def _clear(eng: engine_.Engine, plan: Plan, say) -> None:
             eng.run(kind, "rm", "--force", found, check=False, timeout=120)
 
 
+def reap(owner: str, engine: str) -> None:
+    """Wait for the run `owner` to end, then remove the containers and network labelled as its own:
+    what a run killed with SIGKILL leaves, which no `finally` of its own removes."""
+    while alive(owner):
+        time.sleep(1)
+    label = f"label={LABEL}={owner}"
+    found = subprocess.run([engine, "ps", "--all", "--filter", label, "--format", "{{.Names}}"], capture_output=True,
+                           text=True).stdout.split()
+    if found:
+        subprocess.run([engine, "rm", "--force", *found], capture_output=True)
+    networks = subprocess.run([engine, "network", "ls", "--filter", label, "--format", "{{.Name}}"], capture_output=True,
+                              text=True).stdout.split()
+    if networks:
+        subprocess.run([engine, "network", "rm", *networks], capture_output=True)
+
+
+def _watcher(eng: engine_.Engine, owner: str) -> subprocess.Popen:
+    """reap() in a session of its own, which outlives this process whatever ends it."""
+    import generator
+
+    where = str(Path(generator.__file__).resolve().parent.parent)
+    env = {**eng.environ(), "PYTHONPATH": os.pathsep.join(filter(None, [where, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-c", "import sys; from generator.local.containers import reap; "
+                             "reap(sys.argv[1], sys.argv[2])", owner, eng.name], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 @contextmanager
 def up(eng: engine_.Engine, plan: Plan, owner: str, say=print) -> Iterator[None]:
-    """The job's network for the run; in any case after it, its containers and the network removed."""
+    """The job's network for the run; in any case after it, its containers and the network removed
+    (by a watcher of its own when this process is killed with SIGKILL)."""
     _clear(eng, plan, say)
     net = plan.network
+    watcher = _watcher(eng, owner)
     try:
         eng.run("network", "create", "--subnet", net.subnet, "--label", f"{LABEL}={owner}", net.name)
         yield
@@ -293,6 +325,8 @@ def up(eng: engine_.Engine, plan: Plan, owner: str, say=print) -> Iterator[None]
         names = [name(r) for r in plan.replicas]
         eng.run("rm", "--force", *names, check=False, timeout=300)
         eng.run("network", "rm", net.name, check=False, timeout=120)
+        watcher.kill()
+        watcher.wait()
 
 
 def describe(plan: Plan, images: dict[str, str], engine: str) -> str:

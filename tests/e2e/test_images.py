@@ -261,14 +261,11 @@ def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, 
     assert containers_left(engine, body["metadata"]["name"]) == []
 
 
-def test_ctrl_c_stops_the_containers_and_removes_them_and_the_network(engine, registry, tmp_path):
-    """Any image runs: alpine's shell, whose replicas wait until told to stop. Ctrl-C stops them
-    through the engine (SIGTERM, as a kubelet sends it), and nothing of the job is left."""
-    import signal
-
+def start_holding_job(tmp_path, job: str) -> subprocess.Popen:
+    """`run --container` of a job of any image (alpine's shell) whose two replicas wait until told to
+    stop, returned once both say they are ready, each on its pod's hostname."""
     import yaml
 
-    job = f"ctrl-c-{os.getpid()}"
     hold = ["sh", "-c", "trap 'echo stopped by SIGTERM; exit 0' TERM; echo ready on $(hostname); sleep 600 & wait"]
     container = {"name": "pytorch", "image": "docker.io/library/alpine:3.10", "command": hold}
     spec = {"restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
@@ -278,15 +275,35 @@ def test_ctrl_c_stops_the_containers_and_removes_them_and_the_network(engine, re
     proc = subprocess.Popen([sys.executable, "-m", "generator", "run", str(tmp_path / "job.yaml"), "--container",
                              "--run-dir", str(tmp_path / "run")], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
+    ready = set()
     for line in proc.stdout:
-        seen.append(line)
-        if sum("| ready on" in s for s in seen) == 2:
+        if "| ready on" in line:
+            ready.add(line.split(" | ")[1].strip())
+        if len(ready) == 2:
             break
-    assert {s.split(" | ")[1].strip() for s in seen if "| ready on" in s} == {f"ready on {job}-master-0",
-                                                                               f"ready on {job}-worker-0"}
+    assert ready == {f"ready on {job}-master-0", f"ready on {job}-worker-0"}
+    return proc
+
+
+def test_ctrl_c_stops_the_containers_and_removes_them_and_the_network(engine, registry, tmp_path):
+    """Ctrl-C stops the replicas through the engine (SIGTERM, as a kubelet sends it), and nothing of
+    the job is left."""
+    import signal
+
+    job = f"ctrl-c-{os.getpid()}"
+    proc = start_holding_job(tmp_path, job)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "master-0 | stopped by SIGTERM" in out and "job failed: stopped by SIGINT" in err
     assert containers_left(engine, job) == []
+
+
+def test_a_run_killed_with_sigkill_leaves_no_container_or_network_behind(engine, registry, tmp_path):
+    from tests.support.waiting import wait_for
+
+    job = f"killed-{os.getpid()}"
+    proc = start_holding_job(tmp_path, job)
+    proc.kill()
+    proc.communicate(timeout=60)
+    wait_for(lambda: containers_left(engine, job) == [], 60, f"{job}'s containers and network to be removed")
