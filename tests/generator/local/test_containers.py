@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,23 @@ def test_image_mappings_that_run_code_of_this_machine_are_refused_with_container
             and "`python -m generator image build DIR -t REPO:TAG`" in err)
     assert containers.refuse_aliases({"mirror.example.com/trainer": "ghcr.io/pytorchjob-kit/trainer"},
                                      "ghcr.io/pytorchjob-kit/trainer") == {"mirror.example.com/trainer": "ghcr.io/pytorchjob-kit/trainer"}
+
+
+def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
+    """The README's `run --container` of `make demo`'s values: its header and the Master's line, as
+    the plan prints them on a network at the first subnet of podman's pool."""
+    import re
+
+    from generator import kinds
+    from generator.kinds import source
+    from tests.support import ROOT
+
+    shown = re.search(r"With `--container`.*?```text\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    demo = re.search(r"^demo: venv\n\t\$\(PY\) -m generator (values .*?-o) runs/demo-values.yaml", (ROOT / "Makefile").read_text(),
+                     re.S | re.M).group(1).replace("\\\n", " ")
+    code, _, err = run(*demo.split(), str(tmp_path / "demo-values.yaml"))
+    assert code == 0, err
+    objects = source.load(str(tmp_path / "demo-values.yaml"), "demo", "default", None)
+    plan = kinds.for_objects(objects).plan(objects, Path("runs/demo"), "default", None,
+                                           local_plan.Network("demo", "10.89.0.0/24"))
+    assert shown.splitlines()[:2] == local_plan.describe(plan).splitlines()[:2]
