@@ -113,7 +113,7 @@ def argv(plan: Plan, replica: Replica, image: str, engine: str = engine_.PODMAN,
     for key, value in replica.env.items():
         out += ["--env", f"{key}={value}" if CLIENT_NAMES.fullmatch(key) else key]
     for path, folder in replica.mounts.items():
-        out += ["--volume", f"{folder.absolute()}:{path}"]
+        out += ["--volume", f"{folder.absolute()}:{path}" + (":ro" if path in c.read_only_mounts else "")]
     if c.workdir:
         out += ["--workdir", c.workdir]
     if c.user:
@@ -178,7 +178,8 @@ def local_images(eng: engine_.Engine, plan: Plan, aliases: dict[str, str] | None
     builds = [trainer.reference("cpu"), trainer.reference("gpu")]  # the trainer's builds, as `image build` names them
     for image, users in wanted.items():
         repo = programs.repository(image)
-        tag = image.split("@", 1)[0].rpartition(":")[2] if ":" in image.split("/")[-1] else "latest"
+        last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+        tag = last.rpartition(":")[2] if ":" in last else "latest"
         if repo in (aliases or {}):  # a copy of the trainer: whichever build of it this machine has
             candidates = builds
         elif repo == trainer.repository() and tag == trainer.version():  # the chart's default: either build

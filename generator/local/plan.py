@@ -76,6 +76,7 @@ class Container:
     cpus: str | None = None  # limits.cpu in CPUs
     shm: int | None = None  # /dev/shm's size in bytes: a memory emptyDir mounted there; None: the engine's 64 MiB
     claims: set[str] = field(default_factory=set)  # the mount paths of claims (fsGroup applies to all they hold)
+    read_only_mounts: set[str] = field(default_factory=set)  # mounted readOnly
 
     @property
     def user(self) -> str | None:
@@ -381,7 +382,8 @@ def _in_container(pod: Pod, container: dict, injected: dict[str, str], mounts: d
         read_only=bool(sc.get("readOnlyRootFilesystem")), privileged=bool(sc.get("privileged")),
         no_new_privileges=sc.get("allowPrivilegeEscalation") is False and not sc.get("privileged"),
         cap_drop=[str(c) for c in caps.get("drop") or []], cap_add=[str(c) for c in caps.get("add") or []],
-        memory=memory, cpus=cpus, shm=shm, claims=claims)
+        memory=memory, cpus=cpus, shm=shm, claims=claims,
+        read_only_mounts={m["mountPath"] for m in container.get("volumeMounts") or [] if m.get("readOnly")})
     return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [*command, *args], env, mounts, None, spec)
 
 

@@ -85,11 +85,11 @@ def test_a_containers_own_settings_become_the_engines_flags_and_secrets_stay_off
     c.update(command=["bash", "-c", "echo $(GREETING)"], workingDir="/work/./src", image="registry.example.com/ml/own:2",
              securityContext={"runAsUser": 2000, "readOnlyRootFilesystem": True, "capabilities": {"add": ["NET_RAW"]}},
              resources={"limits": {"cpu": "1500m", "memory": "512Mi"}},
-             volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}],
+             volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}, {"name": "data", "mountPath": "/data", "readOnly": True}],
              env=[{"name": "GREETING", "value": "hi"}, {"name": "PATH", "value": "/opt/venv/bin:/usr/bin"},
                   {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
                   {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}])
-    pod["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    pod["volumes"] = [{"name": "scratch", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     monkeypatch.setenv("TOKEN", "s3cret")
     plan = local_plan.plan(body, tmp_path, network=NETWORK)
     (master,) = plan.replicas
@@ -99,7 +99,7 @@ def test_a_containers_own_settings_become_the_engines_flags_and_secrets_stay_off
     assert "--read-only" in argv and "--read-only-tmpfs=false" not in argv  # Docker adds no tmpfs anyway
     assert value(argv, "--cap-add") == ["NET_RAW"] and value(argv, "--cpus") == ["1.5"]
     assert value(argv, "--memory") == [str(512 * 2**20)] and value(argv, "--shm-size") == []
-    assert value(argv, "--volume") == [f"{tmp_path / 'pods' / 'master-0' / 'scratch'}:/scratch"]
+    assert value(argv, "--volume") == [f"{tmp_path / 'pods' / 'master-0' / 'scratch'}:/scratch", f"{tmp_path / 'data'}:/data:ro"]
     assert master.env["IP"] == "10.89.7.2"  # the downward API's podIP is the container's address
     # Values go by name from the client's environment, but for what the client itself reads.
     assert "TOKEN" in value(argv, "--env") and "s3cret" not in " ".join(argv)
