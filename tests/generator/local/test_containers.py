@@ -68,7 +68,7 @@ def test_trainer_v2_nodes_meet_at_node_0_under_the_jobs_headless_service_on_port
     assert {k: node1.env[k] for k in ("PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NODE_RANK", "PET_NNODES")} == {
         "PET_MASTER_ADDR": "digits-v2-node-0-0.digits-v2", "PET_MASTER_PORT": "29500", "PET_NODE_RANK": "1",
         "PET_NNODES": "2"}
-    assert "RANK" not in node1.env and "MASTER_ADDR" not in node1.env
+    assert "RANK" not in node1.env and "MASTER_ADDR" not in node1.env and node0.env["PET_NODE_RANK"] == "0"
     argv = containers.argv(plan, node1, "trainer:local")
     assert value(argv, "--name") == value(argv, "--hostname") == ["digits-v2-node-0-1"]
     assert value(argv, "--add-host") == ["digits-v2-node-0-0.digits-v2:10.89.3.2", "digits-v2-node-0-1.digits-v2:10.89.3.3"]
