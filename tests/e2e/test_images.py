@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
 import stat
@@ -307,3 +308,24 @@ def test_a_run_killed_with_sigkill_leaves_no_container_or_network_behind(engine,
     proc.kill()
     proc.communicate(timeout=60)
     wait_for(lambda: containers_left(engine, job) == [], 60, f"{job}'s containers and network to be removed")
+
+
+def test_a_failed_container_restarts_under_its_restart_policy_and_the_job_succeeds(engine, registry, tmp_path):
+    """The process runner's rules with containers: the Master exits 3 once (a fresh container each
+    start, its claim kept), OnFailure starts it again under the same name, and its success ends the job."""
+    import yaml
+
+    job = f"restart-{os.getpid()}"
+    once = ["sh", "-c", "if [ -f /data/failed ]; then echo second start; exit 0; fi; touch /data/failed; exit 3"]
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": job},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {
+                "containers": [{"name": "pytorch", "image": "docker.io/library/alpine:3.10", "command": once,
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = generator("run", str(tmp_path / "job.yaml"), "--container", "--run-dir", str(tmp_path / "run"), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "master-0 | exited with code 3; restarting (restartPolicy OnFailure, restart 1)" in proc.stdout
+    assert "master-0 | second start" in proc.stdout
+    assert re.search(r"^master-0\s+Succeeded\s+1\s+0\s", proc.stderr, re.M), proc.stderr
+    assert containers_left(engine, job) == []
