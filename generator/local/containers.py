@@ -319,13 +319,15 @@ def up(eng: engine_.Engine, plan: Plan, owner: str, say=print) -> Iterator[None]
     _clear(eng, plan, say)
     net = plan.network
     watcher = _watcher(eng, owner)
+    made = False  # until the network is ours, the names may be another run's that took them meanwhile
     try:
         eng.run("network", "create", "--subnet", net.subnet, "--label", f"{LABEL}={owner}", net.name)
+        made = True
         yield
     finally:
-        names = [name(r) for r in plan.replicas]
-        eng.run("rm", "--force", *names, check=False, timeout=300)
-        eng.run("network", "rm", net.name, check=False, timeout=120)
+        if made:
+            eng.run("rm", "--force", *[name(r) for r in plan.replicas], check=False, timeout=300)
+            eng.run("network", "rm", net.name, check=False, timeout=120)
         watcher.kill()
         watcher.wait()
 
