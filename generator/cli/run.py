@@ -26,6 +26,7 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
     from generator import kinds
+    from generator.errors import UserError
     from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
@@ -48,7 +49,13 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if container:
-        images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True))
+        try:
+            images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True))
+        except UserError as exc:
+            if not dry_run:
+                raise
+            click.echo(f"note: {exc}", err=True)  # a dry run shows the commands all the same, with the images as named
+            images = {}
         if dry_run:
             click.echo(containers.describe(plan, images, eng.name))
             return

@@ -260,6 +260,11 @@ def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, 
     assert (f"error: image {image} (master-0) is not in podman's local store: build yours with `python -m generator "
             f"image build DIR -t {image}`") in proc.stderr
     assert containers_left(engine, body["metadata"]["name"]) == []
+    # A dry run shows each replica's command all the same, and says what is missing.
+    dry = generator("run", str(tmp_path / "job.yaml"), "--container", "--dry-run")
+    assert dry.returncode == 0 and f"note: image {image} (master-0) is not in podman's local store" in dry.stderr
+    assert f"  master-0: podman run --rm --name {body['metadata']['name']}-master-0 " in dry.stdout
+    assert dry.stdout.rstrip().endswith(f"--entrypoint '[\"python\", \"train.py\"]' {image}")
 
 
 def start_holding_job(tmp_path, job: str) -> subprocess.Popen:
