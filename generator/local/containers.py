@@ -6,7 +6,8 @@ finds the others by the names a cluster's DNS gives them (the operator's per-rep
 Trainer's `<pod>.<job>`) in its /etc/hosts: no DNS server on the network is needed, which podman's
 CNI networks lack. The runner's restart and success rules are the process runner's; only how a
 replica starts and stops differs. Nothing outlives the run: the containers and the network go in
-a `finally`, and what a run killed with SIGKILL left is removed by the job's next run."""
+a `finally`, a watcher in a session of its own removes them after a run killed with SIGKILL, and
+the job's next run removes what even that left."""
 from __future__ import annotations
 
 import ipaddress
