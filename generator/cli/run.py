@@ -19,10 +19,14 @@ from generator.cli.common import image_option, namespace_option, release_option,
 @click.option("--dry-run", is_flag=True, help="Print each replica's command and env on stdout without starting them.")
 @image_option
 @target_option
-def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None:
+@click.option("--container", is_flag=True,
+              help="Run each replica as a container of its image (podman, else Docker; from the local image store), on "
+                   "a network of the job's own where the pods reach each other by the names a cluster gives them.")
+def command(file, release, namespace, run_dir, dry_run, aliases, target, container) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
     from generator import kinds
+    from generator.errors import UserError
     from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
@@ -30,14 +34,36 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
     objects = source.load(file, release, namespace, target)
     kind = kinds.for_objects(objects)
     name = kind.job_of(objects)["metadata"]["name"]
-    plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases)
+    eng = network = None
+    if container:
+        from generator.container import programs
+        from generator.images import engine
+        from generator.local import containers
+
+        aliases = containers.refuse_aliases(aliases, programs.of("trainer").repository)
+        eng = engine.get(say=lambda line: click.echo(line, err=True))
+        network = containers.network_for(eng, name)
+    plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases, network)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
-    if dry_run:
+    if container:
+        try:
+            images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True))
+        except UserError as exc:
+            if not dry_run:
+                raise
+            click.echo(f"note: {exc}", err=True)  # a dry run shows the commands all the same, with the images as named
+            images = {}
+        if dry_run:
+            click.echo(containers.describe(plan, images, eng.name))
+            return
+        runner = containers.ContainerRunner(plan, eng, images)
+    elif dry_run:
         return
-    runner = local_runner.Runner(plan)
+    else:
+        runner = local_runner.Runner(plan)
     previous = runner.fresh_disks()
     if previous:
         click.echo(f"note: pods start with fresh disks: the last run's pod folders are now in {previous}", err=True)
@@ -59,7 +85,11 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target) -> None
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    outcome = runner.run()
+    if container:
+        with containers.up(eng, plan, runner.owner, say=lambda line: click.echo(line, err=True)):
+            outcome = runner.run()
+    else:
+        outcome = runner.run()
     if runner.output_closed:  # `| head` has what it wanted: the replicas are stopped, nothing more to say
         raise runner.output_closed
     click.echo(local_runner.summary(outcome, plan), err=True)

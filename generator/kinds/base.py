@@ -72,8 +72,9 @@ class JobKind(ABC):
         return []
 
     @abstractmethod
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None):
-        """The local run: one process per pod, with the kind's restart and success policy."""
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
+        """The local run: one process per pod (or, on `network`, one container), with the kind's
+        restart and success policy."""
 
     # --- status ------------------------------------------------------------------------------------
     def condition(self, job: dict) -> tuple[str, dict]:

@@ -59,10 +59,10 @@ class PyTorchJob(JobKind):
 
         return importer.to_values(manifests.pick(documents, source), source=source, reader=reader)
 
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None):
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
         from generator.local import plan as local_plan
 
-        return local_plan.plan(self.job_of(objects), run_dir, namespace, aliases)
+        return local_plan.plan(self.job_of(objects), run_dir, namespace, aliases, network)
 
     def replica_counts(self, job: dict) -> dict[str, dict[str, int]]:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}

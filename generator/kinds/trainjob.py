@@ -51,10 +51,10 @@ class TrainJob(JobKind):
 
         return trainjob.to_values(documents, source=source)
 
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None):
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
         from generator.local import plan as local_plan
 
-        return local_plan.plan_trainjob(objects, run_dir, namespace, aliases)
+        return local_plan.plan_trainjob(objects, run_dir, namespace, aliases, network)
 
     def running_without_condition(self, job: dict) -> bool:
         """Trainer sets no Running condition: it runs once any of its Jobs is active, and still runs

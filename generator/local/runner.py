@@ -97,27 +97,33 @@ class Runner:
                 self.stop_requested = self.stop_requested or "the output was closed"
 
     # -- processes ------------------------------------------------------------------------
+    def _prepare(self, replica: Replica) -> None:
+        """Its volume folders, before each start."""
+        for folder in [*replica.mounts.values(), *([replica.cwd] if replica.cwd else [])]:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def _launch(self, replica: Replica, line) -> Process:
+        return Process(replica.argv, process_env(replica), line, cwd=replica.cwd, isolate=True)
+
     def _start(self, state: State) -> None:
         r = state.replica
         try:
-            for folder in [*r.mounts.values(), *([r.cwd] if r.cwd else [])]:
-                folder.mkdir(parents=True, exist_ok=True)
+            self._prepare(r)
         except OSError as exc:  # as a kubelet's FailedMount: the job stops through the usual path
             state.proc, state.status, state.exit_code = None, "Failed", None
             state.tail.append(f"cannot make its volume folder: {exc}")
             return
-        env = process_env(r)
 
         def line(text: str) -> None:
             state.tail.append(text)
             self._emit(state, text)
 
         try:
-            state.proc = Process(r.argv, env, line, cwd=r.cwd, isolate=True)
+            state.proc = self._launch(r, line)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127
-            state.tail.append(f"cannot start {r.argv[0]}: {exc}")
+            state.tail.append(f"cannot start {exc.filename or r.argv[0]}: {exc}")
             return
         state.status = "Running"
 
@@ -284,8 +290,9 @@ def summary(outcome: Outcome, plan: Plan) -> str:
         code = "-" if s.exit_code is None else str(s.exit_code)
         lines.append(f"{s.replica.name:<12}{s.status:<11}{s.restarts:>9}{code:>6}{s.wall:>9.1f}")
     lines.append(("job succeeded: " if outcome.succeeded else "job failed: ") + outcome.reason)
+    # A container's OUTPUT_DIR is a path inside it: its folders here are its mounts.
     folders = sorted({str(f) for r in plan.replicas for f in r.mounts.values()} |
-                     {r.env["OUTPUT_DIR"] for r in plan.replicas if "OUTPUT_DIR" in r.env})
+                     {r.env["OUTPUT_DIR"] for r in plan.replicas if "OUTPUT_DIR" in r.env and not r.container})
     for folder in folders:
         if os.path.isdir(folder) and os.listdir(folder):
             lines.append(f"outputs in {folder}: {', '.join(sorted(os.listdir(folder)))}")

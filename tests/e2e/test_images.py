@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
 import stat
@@ -502,3 +503,134 @@ def test_the_readmes_image_config_sample_is_what_the_commands_print(engine, regi
     finally:
         engine.run("rmi", image, check=False)
         forget(registry, image)
+
+
+def containers_left(engine, job: str) -> list[str]:
+    """The job's containers and network that still exist after its run."""
+    names = engine.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    networks = engine.run("network", "ls", "--format", "{{.Name}}").stdout.split()
+    return [n for n in names if n.startswith(f"{job}-")] + [n for n in networks if n == job]
+
+
+def test_the_demo_job_runs_as_containers_of_the_trainer_image_as_uid_1000(engine, trainer_image, tmp_path):
+    """`make demo`'s values (1 Master + 2 Workers, the output claim on the Master), trimmed to one
+    epoch, under `run --container`: each replica a container on the job's network, meeting the
+    Master by its name, writing the model to the claim's folder as the pod's user."""
+    job = f"demo-{os.getpid()}"
+    values = tmp_path / "demo-values.yaml"
+    made = generator("values", "--name", job, "--workers", "2", "--cpu", "1", "--memory", "1Gi", "--output-size", "1Gi",
+                     "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values))
+    assert made.returncode == 0, made.stderr
+    proc = generator("run", str(values), "--container", "--run-dir", str(tmp_path / "run"), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"as containers on network {job}" in proc.stderr and "job succeeded: the Master succeeded" in proc.stderr
+    assert "master-0 | epoch 1/1: test accuracy" in proc.stdout  # the replicas' logs, prefixed as `run` prefixes them
+    output = tmp_path / "run" / f"{job}-output"
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["epochs"] == 1 and metrics["world_size"] == 3 and metrics["final_accuracy"] > 0.5
+    assert (output / "mnist_cnn.pt").stat().st_uid == 1000 and (output / "metrics.json").stat().st_uid == 1000
+    assert containers_left(engine, job) == []
+
+
+def test_a_trainjob_runs_as_containers_of_nodes_that_meet_under_the_jobs_service(engine, trainer_image, tmp_path):
+    job = f"digits-v2-{os.getpid()}"
+    values = tmp_path / "v2.yaml"
+    made = generator("values", "--target", "v2", "--name", job, "--workers", "1", "--cpu", "1", "--memory", "1Gi",
+                     "--output-size", "1Gi", "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1",
+                     "-o", str(values))
+    assert made.returncode == 0, made.stderr
+    proc = generator("run", str(values), "--container", "--run-dir", str(tmp_path / "run"), timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "job succeeded: every node succeeded" in proc.stderr and "node-0-0 | epoch 1/1" in proc.stdout
+    metrics = json.loads((tmp_path / "run" / f"{job}-output" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["final_accuracy"] > 0.5
+    assert containers_left(engine, job) == []
+
+
+def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, tmp_path):
+    import yaml
+
+    image = "localhost/pytorchjob-kit-e2e/never-built:1"
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": f"absent-{os.getpid()}"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {
+                "spec": {"containers": [{"name": "pytorch", "image": image, "command": ["python", "train.py"]}]}}}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = generator("run", str(tmp_path / "job.yaml"), "--container", "--run-dir", str(tmp_path / "run"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert (f"error: image {image} (master-0) is not in podman's local store: build yours with `python -m generator "
+            f"image build DIR -t {image}`") in proc.stderr
+    assert containers_left(engine, body["metadata"]["name"]) == []
+    # A dry run shows each replica's command all the same, and says what is missing.
+    dry = generator("run", str(tmp_path / "job.yaml"), "--container", "--dry-run")
+    assert dry.returncode == 0 and f"note: image {image} (master-0) is not in podman's local store" in dry.stderr
+    assert f"  master-0: podman run --rm --name {body['metadata']['name']}-master-0 " in dry.stdout
+    assert dry.stdout.rstrip().endswith(f"--entrypoint '[\"python\", \"train.py\"]' {image}")
+
+
+def start_holding_job(tmp_path, job: str) -> subprocess.Popen:
+    """`run --container` of a job of any image (alpine's shell) whose two replicas wait until told to
+    stop, returned once both say they are ready, each on its pod's hostname."""
+    import yaml
+
+    hold = ["sh", "-c", "trap 'echo stopped by SIGTERM; exit 0' TERM; echo ready on $(hostname); sleep 600 & wait"]
+    container = {"name": "pytorch", "image": "docker.io/library/alpine:3.10", "command": hold}
+    spec = {"restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": job},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, **spec}, "Worker": {"replicas": 1, **spec}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = subprocess.Popen([sys.executable, "-m", "generator", "run", str(tmp_path / "job.yaml"), "--container",
+                             "--run-dir", str(tmp_path / "run")], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = set()
+    for line in proc.stdout:
+        if "| ready on" in line:
+            ready.add(line.split(" | ")[1].strip())
+        if len(ready) == 2:
+            break
+    assert ready == {f"ready on {job}-master-0", f"ready on {job}-worker-0"}
+    return proc
+
+
+def test_ctrl_c_stops_the_containers_and_removes_them_and_the_network(engine, registry, tmp_path):
+    """Ctrl-C stops the replicas through the engine (SIGTERM, as a kubelet sends it), and nothing of
+    the job is left."""
+    import signal
+
+    job = f"ctrl-c-{os.getpid()}"
+    proc = start_holding_job(tmp_path, job)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "master-0 | stopped by SIGTERM" in out and "job failed: stopped by SIGINT" in err
+    assert containers_left(engine, job) == []
+
+
+def test_a_run_killed_with_sigkill_leaves_no_container_or_network_behind(engine, registry, tmp_path):
+    from tests.support.waiting import wait_for
+
+    job = f"killed-{os.getpid()}"
+    proc = start_holding_job(tmp_path, job)
+    proc.kill()
+    proc.communicate(timeout=60)
+    wait_for(lambda: containers_left(engine, job) == [], 60, f"{job}'s containers and network to be removed")
+
+
+def test_a_failed_container_restarts_under_its_restart_policy_and_the_job_succeeds(engine, registry, tmp_path):
+    """The process runner's rules with containers: the Master exits 3 once (a fresh container each
+    start, its claim kept), OnFailure starts it again under the same name, and its success ends the job."""
+    import yaml
+
+    job = f"restart-{os.getpid()}"
+    once = ["sh", "-c", "if [ -f /data/failed ]; then echo second start; exit 0; fi; touch /data/failed; exit 3"]
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": job},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {"spec": {
+                "containers": [{"name": "pytorch", "image": "docker.io/library/alpine:3.10", "command": once,
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}}}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(body))
+    proc = generator("run", str(tmp_path / "job.yaml"), "--container", "--run-dir", str(tmp_path / "run"), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "master-0 | exited with code 3; restarting (restartPolicy OnFailure, restart 1)" in proc.stdout
+    assert "master-0 | second start" in proc.stdout
+    assert re.search(r"^master-0\s+Succeeded\s+1\s+0\s", proc.stderr, re.M), proc.stderr
+    assert containers_left(engine, job) == []

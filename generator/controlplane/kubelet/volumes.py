@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 from generator.container.env import ConfigError, field
+from generator.container.ownership import own as _own
+from generator.container.ownership import own_tree as _own_tree
 
 TOKEN_REFRESH = 0.8  # renew a token once 80% of its life is gone, as the kubelet does
 
@@ -209,37 +211,6 @@ class Volumes:
     def remove(self) -> None:
         """The pod's own folders go with it; claims and host paths stay."""
         shutil.rmtree(self.folder / "volumes", ignore_errors=True)
-
-
-def _own(path: Path, group: int, bits: int) -> None:
-    os.chown(path, -1, group, follow_symlinks=False)
-    os.chmod(path, path.stat().st_mode & 0o777 | bits)
-
-
-def _own_tree(root: Path, group: int) -> None:
-    """fsGroup on a writable volume, as a kubelet applies it: everything belongs to the group,
-    which may read and write it; folders pass the group on to what is made in them. A pod may
-    write this volume while the walk goes on, so nothing is reached by a path that a link could
-    redirect: folders are walked through open descriptors (os.fwalk never follows a link), and
-    each file is opened without following one and changed through its descriptor."""
-    import stat
-
-    def own(fd: int, bits: int) -> None:
-        os.fchown(fd, -1, group)
-        os.fchmod(fd, os.fstat(fd).st_mode & 0o777 | bits)
-
-    for _, _, files, folder in os.fwalk(root, follow_symlinks=False):
-        own(folder, 0o2770)
-        for name in files:
-            try:  # O_NONBLOCK: a FIFO left in the volume must not hold the walk up
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=folder)
-            except OSError:  # a link (ELOOP), or gone meanwhile: nothing of ours to change
-                continue
-            try:
-                if stat.S_ISREG(os.fstat(fd).st_mode):
-                    own(fd, 0o660)
-            finally:
-                os.close(fd)
 
 
 def _kind(volume: dict) -> str:
