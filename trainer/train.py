@@ -169,8 +169,23 @@ class Trainer:
         self.start_epoch = state["epoch"]
         self.start_position = state.get("position", state["step"] * saved_world * state.get("batch_size", self.cfg.batch_size))
         self.progress.line(f"resumed from {where} at epoch {self.start_epoch + 1}, step {state['step']}")
+        if self.scheduler.T_max != self.cfg.epochs:
+            self._respan_schedule()
         if saved_world != world:
             self._rescale_lr(saved_world)
+
+    def _respan_schedule(self) -> None:
+        """The checkpoint's schedule spanned its run's --epochs, and loading it brought that span
+        back: a finished 1-epoch run taken on to 2 epochs would train its second at the cosine's
+        end, a rate of 0, and learn nothing. The schedule spans this run's epochs instead, at the
+        same progress; the rate is the cosine's at that point of the new span."""
+        sched, span = self.scheduler, self.cfg.epochs
+        saved = sched.T_max
+        sched.T_max = span
+        for group, base in zip(self.optimizer.param_groups, sched.base_lrs, strict=True):
+            group["lr"] = sched.eta_min + (base - sched.eta_min) * (1 + math.cos(math.pi * sched.last_epoch / span)) / 2
+        self.progress.line(f"the learning rate schedule spans {span} epochs (the checkpoint's {saved}): "
+                           f"{self.optimizer.param_groups[0]['lr']:.4g} from epoch {sched.last_epoch + 1}")
 
     def _rescale_lr(self, saved_world: int) -> None:
         """The learning rate was scaled for the world that saved the checkpoint; scale it, and the

@@ -57,3 +57,25 @@ def test_a_resume_at_another_world_size_rescales_the_optimizers_rate_and_keeps_i
     # The third epoch's rate is the cosine schedule's at the new base.
     assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(
         saved_base * ratio * (1 + math.cos(math.pi * 3 / 4)) / 2, rel=1e-9)
+
+
+def test_a_finished_run_taken_on_for_more_epochs_trains_them_on_a_schedule_over_the_new_span(tmp_path):
+    """A 1-epoch run ends at the cosine's end, a rate of 0; its checkpoint taken on with --epochs 3
+    must not train at that rate (it did: the loaded schedule kept the old span)."""
+    cfg = config.parse(["--dataset", "synthetic", "--synthetic-size", "64", "--epochs", "1",
+                        "--output-dir", str(tmp_path)])
+    finished = Trainer(cfg, Launch(0, 1, 0, "gloo", torch.device("cpu"), "127.0.0.1:0"))
+    base = finished.optimizer.param_groups[0]["lr"]
+    finished.optimizer.step()  # the epoch's steps (no gradients here), then the schedule's
+    finished.scheduler.step()
+    assert finished.optimizer.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
+    state = finished.snapshot(1, 0)
+
+    longer = trainer(tmp_path, 1, [])  # --epochs 4
+    longer.restore(state, tmp_path / "ckpt.pt")
+    assert longer.scheduler.last_epoch == 1
+    rates = [longer.optimizer.param_groups[0]["lr"]]
+    for _ in range(3):
+        longer.scheduler.step()
+        rates.append(longer.optimizer.param_groups[0]["lr"])
+    assert rates == pytest.approx([base * (1 + math.cos(math.pi * e / 4)) / 2 for e in (1, 2, 3, 4)], abs=1e-12)
