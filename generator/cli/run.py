@@ -40,7 +40,8 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
         from generator.images import engine
         from generator.local import containers
 
-        aliases = containers.refuse_aliases(aliases, programs.of("trainer").repository)
+        # The plan sees only the trainer's copies: a layer is code inside the image, not on this machine.
+        aliases, layers = containers.refuse_aliases(aliases, programs.of("trainer").repository)
         eng = engine.get(say=lambda line: click.echo(line, err=True))
         network = containers.network_for(eng, name)
     plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases, network)
@@ -50,7 +51,8 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
         click.echo(f"note: {note}", err=True)
     if container:
         try:
-            images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True))
+            images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True),
+                                             layers=layers)
         except UserError as exc:
             if not dry_run:
                 raise

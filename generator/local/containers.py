@@ -147,22 +147,59 @@ def client_env(replica: Replica, base: dict[str, str]) -> dict[str, str]:
     return {**base, **{k: v for k, v in replica.env.items() if not CLIENT_NAMES.fullmatch(k)}}
 
 
-def refuse_aliases(aliases: dict[str, str] | None, trainer: str) -> dict[str, str]:
-    """--image under --container: REPO=<the trainer's repository> (a copy of the trainer: its replicas
-    run the trainer's local image) makes sense; host and DIR run code with this machine's Python, and
-    the charts' other images train nothing, so they are refused, saying what to do instead."""
-    wrong = {repo: target for repo, target in (aliases or {}).items() if target != trainer}
+def refuse_aliases(aliases: dict[str, str] | None, trainer: str) -> tuple[dict[str, str], dict[str, str]]:
+    """--image under --container, as (the copies of the trainer, the layers). REPO=<the trainer's
+    repository> (a copy of the trainer) runs the trainer's local image; REPO=DIR[:PATH] runs REPO's
+    image with DIR laid over it at PATH (a thin layer built here: layer()). `host` runs code with
+    this machine's Python, and the charts' other images train nothing, so they are refused, saying
+    what to do instead."""
+    copies, layers, wrong = {}, {}, {}
+    for repo, target in (aliases or {}).items():
+        if target == trainer:
+            copies[repo] = target
+        elif target.startswith("/"):  # programs.mapping made DIR[:PATH] absolute
+            layers[repo] = target
+        else:
+            wrong[repo] = target
     if wrong:
         listing = ", ".join(f"{repo}={target}" for repo, target in wrong.items())
-        raise UserError(f"--image {listing}: with --container each replica runs its own image, so there is no code of "
-                        "this machine to map; build your image into the local store (`python -m generator image build "
-                        "DIR -t REPO:TAG`) and run without --image, or run without --container to run DIR as processes "
-                        f"(only REPO={trainer}, a copy of the trainer's image, is taken with --container)")
-    return dict(aliases or {})
+        raise UserError(f"--image {listing}: with --container each replica runs its own image, so there is no "
+                        "program of this machine to map; build your image into the local store (`python -m generator "
+                        "image build DIR -t REPO:TAG`) and run without --image, lay your code over the job's image with "
+                        f"REPO=DIR[:PATH], or run without --container (only REPO={trainer}, a copy of the trainer's "
+                        "image, and REPO=DIR[:PATH] are taken with --container)")
+    return copies, layers
+
+
+def layer(eng: engine_.Engine, base: str, target: str, workdir: str | None, repo: str, say=print) -> str:
+    """`--image REPO=DIR[:PATH]` under --container: a thin image, the job's image `base` with the
+    folder DIR copied to PATH (default: the container's workingDir, else the code path) and work
+    starting there, as the process runner starts in DIR. Built in seconds, once per change of DIR
+    or of the base; the local name it runs as."""
+    import hashlib
+
+    from generator.container import programs
+    from generator.images import recipe
+
+    folder, at = programs.split_code(target)
+    at = at or workdir or programs.CODE_PATH
+    base_id = eng.image_id(base) or ""
+    name = re.sub(r"[^a-z0-9._-]+", "-", repo.lower()).strip("-._") or "image"
+    tag = f"localhost/pytorchjob-kit-layer/{name}:{hashlib.sha256(target.encode()).hexdigest()[:12]}"
+    home = engine_.folder() / "layers"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    dockerfile = home / f"{tag.rsplit(':', 1)[1]}.Containerfile"
+    text = f"FROM {base_id}\nCOPY . {at}\nWORKDIR {at}\n"
+    if not dockerfile.is_file() or dockerfile.read_text() != text:
+        dockerfile.write_text(text)
+    job = recipe.Recipe(tag, dockerfile, Path(folder), fix=f"the lines above say why; fix {folder} and run again")
+    if recipe.ensure(eng, job, base_id):
+        say(f"note: {base} runs as {tag}: {folder} laid over it at {at}")
+    return tag
 
 
 def local_images(eng: engine_.Engine, plan: Plan, aliases: dict[str, str] | None = None,
-                 say=print) -> dict[str, str]:
+                 say=print, layers: dict[str, str] | None = None) -> dict[str, str]:
     """The job's image -> the local image it runs as: itself when the store holds it; the trainer's
     CUDA build for the chart's default trainer image where only that is built here (as the registry
     holds it); for a copy of the trainer (`--image REPO=<trainer>`), the trainer's image of the same
@@ -191,6 +228,10 @@ def local_images(eng: engine_.Engine, plan: Plan, aliases: dict[str, str] | None
         if found and found != image:
             say(f"note: {image} runs as {found}, the trainer's build this machine has"
                 + (" (the CUDA one, which runs on the CPU too)" if found == builds[1] else ""))
+        if found and repo in (layers or {}):
+            workdir = next(r.container.workdir for r in plan.replicas if r.container.image == image)
+            out[image] = layer(eng, found, layers[repo], workdir, repo, say)
+            continue
         if found:
             out[image] = found
             continue

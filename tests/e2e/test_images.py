@@ -567,6 +567,42 @@ def test_run_container_names_an_image_the_store_lacks_and_how_to_get_it(engine, 
     assert dry.stdout.rstrip().endswith(f"--entrypoint '[\"python\", \"train.py\"]' {image}")
 
 
+def test_your_code_laid_over_the_jobs_image_runs_as_containers_and_is_rebuilt_only_when_it_changes(engine, trainer_image,
+                                                                                                   tmp_path):
+    """--image REPO=DIR under --container: tests/userproject's PyTorchJob (1 Master + 2 Workers) on a
+    base image that holds Python and torch but not the code (the trainer's, named as the user's
+    toy image), with the folder laid over it at /workspace in a thin layer built here."""
+    import shutil
+
+    base = f"localhost/pytorchjob-kit-e2e/toy-{os.getpid()}"
+    code = tmp_path / "code"
+    shutil.copytree(ROOT / "tests" / "userproject", code, ignore=shutil.ignore_patterns("__pycache__"))
+    job = (code / "pytorchjob.yaml").read_text().replace("registry.example.com/ml/toy:1.0", f"{base}:1.0")
+    (tmp_path / "job.yaml").write_text(job.replace("name: toy\n", f"name: toy-{os.getpid()}\n"))
+    engine.run("tag", trainer_image, f"{base}:1.0")
+    layers = []
+    try:
+        argv = ("run", str(tmp_path / "job.yaml"), "--container", "--image", f"{base}={code}", "--run-dir",
+                str(tmp_path / "run"))
+        proc = generator(*argv, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        said = re.search(rf"note: {base}:1.0 runs as (\S+): {code} laid over it at /workspace", proc.stderr)
+        assert said, proc.stderr
+        layers.append(said.group(1))
+        assert "job succeeded: the Master succeeded" in proc.stderr
+        result = json.loads(next((tmp_path / "run").rglob("result.json")).read_text())
+        assert result["world_size"] == 3, result
+        assert containers_left(engine, f"toy-{os.getpid()}") == []
+        # Built once: the same folder again is the same layer; a changed file builds it anew.
+        again = generator(*argv[:5], "--dry-run")
+        assert again.returncode == 0 and "laid over it" not in again.stderr and f" {layers[0]}" in again.stdout
+        (code / "train.py").write_text((code / "train.py").read_text() + "\n# changed\n")
+        changed = generator(*argv[:5], "--dry-run")
+        assert changed.returncode == 0 and f"note: {base}:1.0 runs as {layers[0]}: {code} laid over" in changed.stderr
+    finally:
+        engine.run("rmi", *layers, f"{base}:1.0", check=False)
+
+
 def start_holding_job(tmp_path, job: str) -> subprocess.Popen:
     """`run --container` of a job of any image (alpine's shell) whose two replicas wait until told to
     stop, returned once both say they are ready, each on its pod's hostname."""

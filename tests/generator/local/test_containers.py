@@ -134,12 +134,15 @@ def test_what_a_killed_run_left_is_told_from_a_run_still_going():
 def test_image_mappings_that_run_code_of_this_machine_are_refused_with_container(tmp_path):
     body, _ = local_jobs.job("own", "pass")
     path = local_jobs.write(tmp_path, body)
-    code, out, err = run("run", path, "--container", "--image", f"registry.example.com/ml/toy={tmp_path}")
+    code, out, err = run("run", path, "--container", "--image", "registry.example.com/ml/toy=host")
     assert code == 1 and out == "" and "Traceback" not in err
-    assert (f"--image registry.example.com/ml/toy={tmp_path}: with --container each replica runs its own image" in err
-            and "`python -m generator image build DIR -t REPO:TAG`" in err)
-    assert containers.refuse_aliases({"mirror.example.com/trainer": "ghcr.io/pytorchjob-kit/trainer"},
-                                     "ghcr.io/pytorchjob-kit/trainer") == {"mirror.example.com/trainer": "ghcr.io/pytorchjob-kit/trainer"}
+    assert ("--image registry.example.com/ml/toy=host: with --container each replica runs its own image" in err
+            and "`python -m generator image build DIR -t REPO:TAG`" in err and "REPO=DIR[:PATH]" in err)
+    trainer = "ghcr.io/pytorchjob-kit/trainer"
+    # A copy of the trainer runs the trainer's image; a folder is laid over the job's image (e2e: test_images.py).
+    assert containers.refuse_aliases({"mirror.example.com/trainer": trainer, "registry.example.com/ml/toy": str(tmp_path)},
+                                     trainer) == ({"mirror.example.com/trainer": trainer},
+                                                  {"registry.example.com/ml/toy": str(tmp_path)})
 
 
 def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
