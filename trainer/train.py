@@ -220,10 +220,12 @@ class Trainer:
             self.net = torch.compile(self.net)
 
     def close(self) -> None:
-        """Let go of everything that holds the process group or its pending work (DDP's reducer,
-        the stop agreement's exchange, the shared memory), so that destroying the group joins
-        gloo's threads while this interpreter is whole. A failed run leaves the exchange in
-        flight: it is dropped, never waited for, as a hung peer would make that wait its timeout."""
+        """Let go of everything that holds the process group or its pending work (DDP's wrapper,
+        whose reducer and comm hook hold the group; the stop agreement's exchange; the shared
+        memory) before the group is destroyed (distributed.shutdown), so that destroying it joins
+        gloo's threads then, while this interpreter is whole, not whenever the wrapper goes. A failed
+        run leaves the exchange in flight: it is dropped, never waited for, as a hung peer would
+        make that wait its timeout. Called again on the way out, it does nothing more."""
         if self.shared is not None:
             self.shared.close()
         self.agreement = None
@@ -259,8 +261,13 @@ class Trainer:
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
             _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress, self.summing)
-        distributed.finish(launch)
+        self.leave()
         return 0
+
+    def leave(self) -> None:
+        """The run's outcome is decided: drop what holds the group, then leave it with the others."""
+        self.close()
+        distributed.finish(self.launch)
 
     def train_epoch(self, epoch: int, start: int) -> bool:
         """One epoch's steps from sample position `start`; False when SIGTERM stopped it (after a checkpoint)."""
@@ -280,7 +287,7 @@ class Trainer:
                     position = start + (step - first) * per_step
                     saved = checkpoint.save(self.ckpt_dir, self.snapshot(epoch, step, position), cfg.keep_checkpoints)
                     self.progress.line(f"stopping at epoch {epoch + 1}, step {step}: checkpoint {saved}")
-                distributed.finish(launch)
+                self.leave()
                 return False
             idx = batches[step - first]
             x, y = _prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]

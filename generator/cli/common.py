@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import click
 
+from generator import kinds
 from generator.errors import Finding, UserError
 
 DEFAULT_RELEASE = "release"
@@ -67,7 +68,7 @@ def chart_option(fn):
 
 
 def target_option(fn):
-    return click.option("--target", type=click.Choice(["v1", "v2"]), default=None,
+    return click.option("--target", type=click.Choice([kind.target for kind in kinds.ALL]), default=None,
                         help="Render a v1 PyTorchJob or a Trainer v2 TrainJob (default: the values' target, v1).")(fn)
 
 

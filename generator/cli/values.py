@@ -5,6 +5,7 @@ import click
 
 from generator.cli.common import emit, fail_if, output_option, release_option, target_option
 from generator.errors import UserError
+from generator.job.admission import RESTART_POLICIES
 
 
 @click.command("values")
@@ -29,7 +30,7 @@ from generator.errors import UserError
 @click.option("--queue", help="Kueue LocalQueue.")
 @click.option("--priority-class", help="PriorityClass of the pods.")
 @click.option("--elastic", metavar="MIN:MAX", help="Elastic Workers between MIN and MAX.")
-@click.option("--restart-policy", type=click.Choice(["Always", "OnFailure", "Never", "ExitCode"]))
+@click.option("--restart-policy", type=click.Choice(RESTART_POLICIES))
 @click.option("--backoff-limit", type=click.IntRange(min=0), help="Restarts before the job fails.")
 @click.option("--ttl", type=click.IntRange(min=0), help="Seconds to keep the job after it ends.")
 @click.option("--deadline", type=click.IntRange(min=1), help="Seconds the job may run.")

@@ -187,6 +187,15 @@ def _kind(resource: str) -> str:
             "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
 
 
+def failures() -> tuple[type[BaseException], ...]:
+    """What a client call raises when the server refuses, fails or cannot be reached; anything
+    else is a bug in the caller."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    return ApiException, HTTPError, OSError
+
+
 def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwargs):
     """Run one API call; failures come back as UserError. A server that accepts and never
     answers fails it after the cluster's request timeout. A write refused only because an admission
@@ -198,12 +207,9 @@ def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwa
     while True:
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # every client failure is translated; nothing raw reaches the user
+        except failures() as exc:  # every client failure is translated; nothing raw reaches the user
             from kubernetes.client.exceptions import ApiException
-            from urllib3.exceptions import HTTPError
 
-            if not isinstance(exc, (ApiException, HTTPError, OSError)):
-                raise
             down = webhook_down(exc) if isinstance(exc, ApiException) else None
             if not (down and down.transient and time.monotonic() + pause < deadline):
                 waited = round(time.monotonic() - started) if retried else 0

@@ -14,6 +14,8 @@ from generator.container.env import expand
 
 ENTRYPOINT = ("python", "-m", "trainer")  # the trainer image's ENTRYPOINT
 IMAGE_OUTPUT = "/opt/pytorch/output"  # where it writes without OUTPUT_DIR (trainer/config.py's default)
+# A pod's shared-memory mount: on this machine the process has the machine's own, so it is no folder to map.
+SHM = "/dev/shm"
 
 
 def command_line(entrypoint: tuple[str, ...] | list[str], container: dict, env: dict[str, str]) -> list[str]:

@@ -148,13 +148,7 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     for cm in sorted(config_maps):
         shot.config_maps[cm] = _read(lambda n=cm: c.core.read_namespaced_config_map(
             n, c.namespace, _request_timeout=c.request_timeout)) is not None
-    for scheduler, (group, version) in POD_GROUP_APIS.items():
-        try:
-            shot.pod_groups[scheduler] = c.custom.get_namespaced_custom_object(group, version, c.namespace, "podgroups",
-                                                                               name, _request_timeout=c.request_timeout)
-        except Exception as exc:
-            if _status(exc) == 404 and _crd_exists(c, group, version):
-                shot.pod_groups[scheduler] = None  # the kind exists; this job has none
+    shot.pod_groups = _pod_groups(c, name)
     queue = (job["metadata"].get("labels") or {}).get(KUEUE_LABEL)
     if queue:
         shot.local_queue, shot.cluster_queue = _queues(c, queue)
@@ -283,6 +277,20 @@ def _queues(c: api.Cluster, name: str) -> tuple[dict | None, dict | None]:
     return None, None
 
 
+def _pod_groups(c: api.Cluster, name: str) -> dict[str, dict | None]:
+    """The job's PodGroup by gang scheduler: None where the scheduler's kind exists and the job has
+    none; a scheduler whose PodGroups cannot be read (refused, or no such kind) is left out."""
+    found: dict[str, dict | None] = {}
+    for scheduler, (group, version) in POD_GROUP_APIS.items():
+        try:
+            found[scheduler] = c.custom.get_namespaced_custom_object(group, version, c.namespace, "podgroups", name,
+                                                                     _request_timeout=c.request_timeout)
+        except api.failures() as exc:
+            if _status(exc) == 404 and _crd_exists(c, group, version):
+                found[scheduler] = None
+    return found
+
+
 def _crd_exists(c: api.Cluster, group: str, version: str) -> bool:
     """Whether the API serves podgroups of this group: a list answers 404 only when it does not."""
     return _optional(lambda: c.custom.list_namespaced_custom_object(group, version, c.namespace, "podgroups", limit=1,
@@ -294,10 +302,11 @@ def _status(exc: Exception) -> int | None:
 
 
 def _optional(fn):
-    """None when the call is refused or the kind does not exist: diagnose works with what it may read."""
+    """None when the call is refused or the kind does not exist: diagnose works with what it may read.
+    Only the client's failures mean that; a bug in reading the answer surfaces."""
     try:
         return fn()
-    except Exception:
+    except api.failures():
         return None
 
 
@@ -305,5 +314,5 @@ def _read(fn):
     """The object, or None when it does not exist (a refusal is not absence: it counts as present)."""
     try:
         return fn()
-    except Exception as exc:
+    except api.failures() as exc:
         return None if _status(exc) == 404 else {}

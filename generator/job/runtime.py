@@ -25,8 +25,16 @@ CONTAINER = "node"  # the trainer container in it
 ANCESTOR_LABEL, ANCESTOR_TRAINER = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer"
 MASTER_PORT = 29500
 JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unless its template sets one
+
+
+def plugin_env(nodes: int, nproc: str, node_rank: int, master_addr: str, master_port: int) -> dict[str, str]:
+    """What the torch plugin sets on a node's trainer container: all torchrun needs to find its peers."""
+    return {"PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": nproc, "PET_NODE_RANK": str(node_rank),
+            "PET_MASTER_ADDR": master_addr, "PET_MASTER_PORT": str(master_port)}
+
+
 # The torch plugin owns these; Trainer refuses a TrainJob that sets them itself.
-RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+RESERVED_ENV = tuple(plugin_env(1, "1", 0, "", MASTER_PORT))
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # The Kubeflow SDK (kubeflow 0.5's TrainerClient) reads a node's device from its container's limits and
 # knows only these names there (kubeflow/sdk#516): limits naming none of them make its get_job,

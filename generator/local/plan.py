@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.container import machine, programs
-from generator.container.command import NoCommand, PathError, container_path, on_host
+from generator.container.command import SHM, NoCommand, PathError, container_path, on_host
 from generator.container.env import ConfigError, ShellSources, container_env, expand
 from generator.container.ports import free_port
 from generator.errors import Finding, UserError
 from generator.job import quantity
 
 MAX_LOCAL_PODS = 64  # one process each (more under torchrun): beyond this a laptop only thrashes
-SHM = "/dev/shm"
 
 
 @dataclass
@@ -197,8 +196,7 @@ def plan_trainjob(objects: list[dict], run_dir: Path, namespace: str = "default"
     replicas = []
     for i in range(resolved.nodes):
         # As the torch plugin and the Indexed Job set them; the Master's address is node 0's.
-        env = {"PET_NNODES": str(resolved.nodes), "PET_NPROC_PER_NODE": resolved.nproc, "PET_NODE_RANK": str(i),
-               "PET_MASTER_ADDR": master, "PET_MASTER_PORT": str(port), "JOB_COMPLETION_INDEX": str(i),
+        env = {**runtime.plugin_env(resolved.nodes, resolved.nproc, i, master, port), "JOB_COMPLETION_INDEX": str(i),
                "PYTHONUNBUFFERED": "1"}
         replicas.append(_replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, runtime.CONTAINER,
                                      f"{resolved.runtime} node pod.spec", hostname=f"{resolved.name}-node-0-{i}",

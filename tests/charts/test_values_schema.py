@@ -1,6 +1,7 @@
 """values.schema.json: one file, valid, strict, in step with values.yaml and the templates."""
 import json
 
+import click
 import jsonschema
 import pytest
 import yaml
@@ -27,6 +28,16 @@ def test_schema_is_valid_draft_07():
 
 def test_defaults_validate():
     jsonschema.Draft7Validator(SCHEMA).validate(DEFAULTS)
+
+
+def test_the_clis_choices_are_the_schemas():
+    """`values --restart-policy` and every command's `--target` offer exactly what the schema accepts
+    (the generator reads both from its own lists: admission's restart policies, the kinds' targets)."""
+    from generator.cli.values import command
+
+    offered = {param.name: list(param.type.choices) for param in command.params if isinstance(param.type, click.Choice)}
+    assert offered["restart_policy"] == [p for p in SCHEMA["definitions"]["restartPolicyOrEmpty"]["enum"] if p]
+    assert offered["target"] == SCHEMA["properties"]["target"]["enum"]
 
 
 def _schema_paths(schema, prefix=""):

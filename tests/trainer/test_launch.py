@@ -183,6 +183,89 @@ def test_at_the_end_workers_wait_for_the_outputs_and_rank_0_leaves_last():
         assert left - called >= 2  # its teardown ran inside finish
 
 
+# The trainer as `python -m trainer` starts it, watched: how many DDP wrappers are still alive
+# when the process group is destroyed, and whether the interpreter's exit handlers ever run.
+WATCHED = """
+import atexit, runpy, sys, weakref
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+wrappers = weakref.WeakSet()
+made = DistributedDataParallel.__init__
+def init(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    wrappers.add(self)
+DistributedDataParallel.__init__ = init
+destroy = dist.destroy_process_group
+def destroyed(*args, **kwargs):
+    print("DDP wrappers alive at destroy:", len(wrappers), flush=True)
+    return destroy(*args, **kwargs)
+dist.destroy_process_group = destroyed
+atexit.register(lambda: print("the interpreter finalized", flush=True))
+sys.argv[0] = "trainer"
+runpy.run_module("trainer", run_name="__main__", alter_sys=True)
+"""
+
+
+def _watched(args, env, **popen):
+    return subprocess.Popen([sys.executable, "-c", WATCHED, *args], env=env, cwd=trainer_procs.ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+@pytest.mark.parametrize("allreduce", ["shm", "backend"])
+def test_a_finished_run_drops_ddp_before_destroying_the_group_and_skips_finalization(tmp_path, allreduce):
+    """DDP's reducer (and the shared-memory comm hook) hold the group: destroyed under them, gloo's
+    threads would outlive the destroy and meet the interpreter's exit (the -6 abort)."""
+    port = trainer_procs.free_port()
+    args = ["--dataset", "synthetic", "--synthetic-size", "256", "--epochs", "1", "--threads", "1",
+            "--allreduce", allreduce, "--output-dir", str(tmp_path)]
+    procs = [_watched(args, trainer_procs.operator_env(rank, 2, port)) for rank in range(2)]
+    try:
+        outs = [proc.communicate(timeout=240)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    for out in outs:
+        assert "DDP wrappers alive at destroy: 0" in out, out
+        assert "the interpreter finalized" not in out
+    assert trainer_procs.metrics(tmp_path)["world_size"] == 2
+
+
+def test_a_rank_whose_peer_died_drops_ddp_before_destroying_the_group_and_skips_finalization(tmp_path):
+    port = trainer_procs.free_port()
+    args = ["--dataset", "synthetic", "--synthetic-size", "1024", "--epochs", "50", "--threads", "1",
+            "--log-interval", "1", "--output-dir", str(tmp_path)]
+    master = _watched(args, trainer_procs.operator_env(0, 2, port))
+    worker = _watched(args, trainer_procs.operator_env(1, 2, port))
+    try:
+        for progress in master.stdout:
+            if progress.startswith("epoch 1 step 2/"):
+                break
+        worker.kill()
+        out, _ = master.communicate(timeout=120)
+    finally:
+        for proc in (master, worker):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    assert master.returncode == distributed.RETRY_EXIT, out
+    assert "DDP wrappers alive at destroy: 0" in out, out
+    assert "the interpreter finalized" not in out
+
+
+def test_an_unforeseen_failure_shows_its_traceback_and_exits_1_without_finalization(tmp_path):
+    """TRAINER_DEBUG re-raises a launch error out of main(): the traceback is shown as the
+    interpreter shows it, and the exit still skips the finalization native threads could meet."""
+    env = trainer_procs.base_env(CUDA_VISIBLE_DEVICES="", TRAINER_DEBUG="1")
+    proc = subprocess.run([sys.executable, "-c", WATCHED, "--backend", "nccl", "--output-dir", str(tmp_path)],
+                          env=env, cwd=trainer_procs.ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert "trainer.distributed.LaunchError: --backend nccl needs a CUDA GPU" in proc.stderr
+    assert "the interpreter finalized" not in proc.stdout + proc.stderr
+
+
 REPEATS = 8  # the abort was seen about once in a few dozen runs of either scenario: 24 runs in all keep the tier within minutes
 
 

@@ -584,8 +584,8 @@ class PodWorker(threading.Thread):
             self.kubelet.core.patch_namespaced_pod_status(self.pod_name, self.namespace, {"status": status},
                                                           _content_type="application/merge-patch+json")
             self.reported = status
-        except client.ApiException as exc:
-            if exc.status == 404:
+        except transient() as exc:  # the API server restarting: the next report carries the same status
+            if isinstance(exc, client.ApiException) and exc.status == 404:
                 self.gone = True
-        except Exception:  # the API server restarting: the next report carries the same status
-            pass
+        # Anything else is a bug in this node, not the server's absence: it ends this pod's loop,
+        # with its traceback in the node's log, rather than the pod's status never changing again.

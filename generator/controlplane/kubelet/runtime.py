@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.container import programs
-from generator.container.command import NoCommand, PathError, command_line, container_path, on_host
+from generator.container.command import SHM, NoCommand, PathError, command_line, container_path, on_host
 from generator.container.process import Process
 from generator.controlplane.kubelet import enter, security
 
 # Mount points a private namespace can create: these two get fresh tmpfs, as a container's own
 # /tmp and /run. Anywhere else a mountPath must already be a folder on this machine.
 PRIVATE_ROOTS = ("/tmp", "/var/run")
-SHM = "/dev/shm"
 
 
 class StartError(Exception):

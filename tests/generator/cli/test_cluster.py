@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli_helpers import run
+from tests.support.waiting import wait_for
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -155,15 +155,15 @@ def frozen(pid: int):
     try:
         (folder / "cgroup.procs").write_text(str(pid))
         (folder / "freezer.state").write_text("FROZEN")
-        while (folder / "freezer.state").read_text().strip() != "FROZEN":
-            time.sleep(0.01)
+        wait_for(lambda: (folder / "freezer.state").read_text().strip() == "FROZEN", 10, f"pid {pid} frozen",
+                 interval=0.01)
         yield
     finally:
         (folder / "freezer.state").write_text("THAWED")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        while (folder / "cgroup.procs").read_text().strip():
-            time.sleep(0.01)
+        wait_for(lambda: not (folder / "cgroup.procs").read_text().strip(), 10, f"pid {pid} gone from {folder}",
+                 interval=0.01)
         folder.rmdir()
 
 

@@ -18,6 +18,7 @@ import pytest
 from tests.support import MANIFESTS, ROOT
 from tests.support.cli_helpers import run
 from tests.support.pipes import OUTPUT_CLOSED, into_a_closed_pipe, quiet, read_one_line_then_close
+from tests.support.waiting import wait_for
 
 SCENARIOS = ROOT / "tests" / "scenarios" / "pytorchjob"
 RECORDED = ROOT / "tests" / "generator" / "diagnose" / "recorded" / "insufficient-gpus.yaml"
@@ -174,10 +175,7 @@ def test_run_stops_its_replicas_once_the_reader_quits(tmp_path):
         assert line.startswith("master-0 | training on digits: 1437 samples, world size 1"), line
         assert code == OUTPUT_CLOSED and quiet(err), err
         assert "job succeeded" not in err and "job failed" not in err  # no summary either: nothing to say
-        end = time.monotonic() + 5
-        while replicas_of(run_dir) and time.monotonic() < end:
-            time.sleep(0.1)
-        assert replicas_of(run_dir) == []
+        wait_for(lambda: replicas_of(run_dir) == [], 5, "the run's replicas to end", interval=0.1)
     finally:
         for pid in replicas_of(run_dir):  # only if the run left them behind: ours, by their env
             os.kill(pid, 9)

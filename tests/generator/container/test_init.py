@@ -8,12 +8,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 
 import pytest
 
 from generator.container.process import Process, pid_namespaces
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not pid_namespaces(), reason="this machine makes no PID namespaces")
 
@@ -34,10 +34,7 @@ def alive(marker: str) -> list[int]:
 
 
 def gone(marker: str, within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while alive(marker) and time.monotonic() < end:
-        time.sleep(0.05)
-    return not alive(marker)
+    return wait_for(lambda: not alive(marker), within, f"every `sleep {marker}` to end", interval=0.05)
 
 
 @pytest.fixture
@@ -67,8 +64,7 @@ def test_a_stop_passes_the_signal_on_and_waits_for_the_children_within_the_grace
     script = f"sh -c 'trap \"sleep 0.5; echo child done; exit 0\" TERM; sleep {marker} & wait' & sleep 0.3; echo up; wait"
     lines = []
     proc = Process(["sh", "-c", script], dict(os.environ), lines.append, isolate=True)
-    while "up" not in lines:
-        time.sleep(0.05)
+    wait_for(lambda: "up" in lines, 10, "the program to say it is up", interval=0.05)
     assert proc.stop(grace=10) == 128 + signal.SIGTERM
     assert "child done" in lines
     assert gone(marker)
@@ -88,10 +84,7 @@ def test_everything_dies_with_the_process_that_started_it_even_on_kill_9(marker,
     parent = subprocess.Popen([sys.executable, str(starter)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert parent.stdout.readline() == "ready\n"
-        end = time.monotonic() + 10
-        while len(alive(marker)) < 2 and time.monotonic() < end:
-            time.sleep(0.05)
-        assert len(alive(marker)) == 2
+        wait_for(lambda: len(alive(marker)) == 2, 10, f"both `sleep {marker}` processes to start", interval=0.05)
     finally:
         parent.kill()
         parent.wait()

@@ -12,6 +12,7 @@ import pytest
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.kubelet import pod as pods
 from tests.support.kubelet_node import Node, ready
+from tests.support.waiting import wait_for
 
 WHERE = cgroups.Hierarchies.find()
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or WHERE.v2 is None, reason="needs root and a writable cgroup v2")
@@ -47,16 +48,13 @@ def test_a_process_that_left_its_session_and_cleared_its_env_dies_with_its_pod(n
     w = worker(node, {"command": ["sh", "-c", "setsid env -i sh -c 'echo escaped $$$$; exec sleep 300' & "
                                               "exec sleep 300"]})
     w._step()
-    log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
-    while "escaped" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
-        time.sleep(0.05)
+    log = w.log_path(w.main[0], 0)
+    wait_for(lambda: "escaped" in (log.read_text() if log.exists() else ""), 20, "the escaped process's pid in the log",
+             interval=0.05)
     escaped = int(log.read_text().split("escaped ")[1].split()[0])
     assert alive(escaped) and os.getsid(escaped) == escaped  # its own session, out of the container's group
     w._kill_all(1.0)
-    end = time.monotonic() + 5
-    while alive(escaped) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert not alive(escaped)
+    wait_for(lambda: not alive(escaped), 5, f"the escaped process {escaped} to die", interval=0.05)
     assert w.main[0].state["terminated"]["exitCode"] == 143  # its own process stopped by SIGTERM, as before
 
 
@@ -65,9 +63,11 @@ def test_a_container_over_its_memory_limit_is_oom_killed_and_reported_so(node):
     w = worker(node, {"command": ["python3", "-c", "x = bytearray(300 * 2**20); print(len(x))"],
                       "resources": {"limits": {"memory": "64Mi"}}})
     w._step()
-    end = time.monotonic() + 30
-    while w.phase != "Failed" and time.monotonic() < end:
-        time.sleep(0.1)
+
+    def failed() -> bool:
         w._step()
+        return w.phase == "Failed"
+
+    wait_for(failed, 30, "the container over its limit to fail", interval=0.1)
     terminated = w.main[0].state["terminated"]
     assert (terminated["reason"], terminated["exitCode"]) == ("OOMKilled", 137)

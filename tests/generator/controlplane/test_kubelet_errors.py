@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import pytest
 from kubernetes.client import ApiException
 
 from generator.controlplane import kubelet as kubelets
@@ -15,11 +16,14 @@ from tests.support.kubelet_node import Node
 UID = "8d6f0c1e-0000-4000-8000-000000000002"
 
 
+def pod() -> dict:
+    return {"metadata": {"name": "web", "namespace": "default", "uid": UID},
+            "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["true"]}]}}
+
+
 def worker(tmp_path, step) -> tuple[pods.PodWorker, Node, list[int]]:
-    pod = {"metadata": {"name": "web", "namespace": "default", "uid": UID},
-           "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["true"]}]}}
     node = Node(tmp_path)
-    w = pods.PodWorker(node, pod)
+    w = pods.PodWorker(node, pod())
     calls: list[int] = []
 
     def counted() -> None:
@@ -62,6 +66,42 @@ def test_an_api_server_away_is_retried_every_step_without_failing_the_pod(tmp_pa
     run_for(w, 1.0)
     assert len(calls) >= 3
     assert node.events == [] and node.reports[-1]["status"]["phase"] == "Pending"
+
+
+class Reports:
+    """Status reports as an API server takes them: refused with what it is told to raise, else kept."""
+
+    def __init__(self, *failures: Exception) -> None:
+        self.failures, self.kept = list(failures), []
+
+    def patch_namespaced_pod_status(self, name, namespace, body, **_):
+        if self.failures:
+            raise self.failures.pop(0)
+        self.kept.append(body)
+
+
+def test_a_status_report_the_api_server_missed_is_sent_again_at_the_next_step(tmp_path):
+    core = Reports(ConnectionRefusedError(111, "Connection refused"), ApiException(status=503))
+    w = pods.PodWorker(Node(tmp_path, core=core), pod())
+    w._report()
+    w._report()
+    assert core.kept == [] and not w.gone
+    w._report()
+    assert [body["status"]["phase"] for body in core.kept] == ["Pending"]
+
+
+def test_a_pod_deleted_under_its_report_is_let_go(tmp_path):
+    core = Reports(ApiException(status=404, reason="Not Found"))
+    w = pods.PodWorker(Node(tmp_path, core=core), pod())
+    w._report()
+    assert w.gone and core.kept == []
+
+
+def test_a_bug_in_reporting_a_status_surfaces_instead_of_the_status_never_changing(tmp_path):
+    core = Reports(TypeError("Object of type Path is not JSON serializable"))
+    w = pods.PodWorker(Node(tmp_path, core=core), pod())
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        w._report()
 
 
 class Core:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 
 import pytest
 
@@ -13,6 +12,7 @@ from generator.container.ports import free_port
 from generator.controlplane import pki
 from generator.controlplane.components import APISERVER_KUBELET_CLIENT
 from generator.controlplane.kubelet import logs
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -70,10 +70,8 @@ def test_connections_that_never_prove_who_they_are_are_capped_and_the_api_server
         for s in silent:
             s.close()
         # Their slots come back as their threads end; the API server then gets its answer.
-        end = time.monotonic() + 20
-        while not get(ca, port, "apiserver-kubelet-client", APISERVER_KUBELET_CLIENT).startswith("HTTP/1.0 200"):
-            assert time.monotonic() < end, "the API server got no answer after the silent clients left"
-            time.sleep(0.05)
+        wait_for(lambda: get(ca, port, "apiserver-kubelet-client", APISERVER_KUBELET_CLIENT).startswith("HTTP/1.0 200"),
+                 20, "the API server's answer after the silent clients left", interval=0.05)
     finally:
         served.shutdown()
         served.server_close()

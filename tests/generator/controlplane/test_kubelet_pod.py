@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from generator.controlplane.kubelet import pod as pods
 from tests.support.kubelet_node import Node, ready
+from tests.support.waiting import wait_for
 
 
 def started(tmp_path, deleted: list):
@@ -21,10 +22,9 @@ def started(tmp_path, deleted: list):
                     "containers": [{"name": "app", "image": "busybox", "command": ["sh", "-c", "echo hi; exec sleep 300"]}]}}
     w = ready(pods.PodWorker(node, pod), time.monotonic())
     w._step()
-    log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
-    while "hi" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
-        time.sleep(0.05)
-    assert "hi" in log.read_text() and w.folder.is_dir()
+    log = w.log_path(w.main[0], 0)
+    wait_for(lambda: "hi" in (log.read_text() if log.exists() else ""), 20, "the container's first line", interval=0.05)
+    assert w.folder.is_dir()
     return w, pod
 
 
@@ -76,10 +76,8 @@ def test_an_exec_probe_runs_as_the_containers_user_whatever_the_container_bound_
                                         "readinessProbe": {"exec": {"command": ["sh", "-c", "id -u; id -g"]}}}]}}
         w = ready(pods.PodWorker(node, pod), time.monotonic())
         w._step()
-        log, end = w.log_path(w.main[0], 0), time.monotonic() + 20
-        while "bound" not in (log.read_text() if log.exists() else "") and time.monotonic() < end:
-            time.sleep(0.05)
-        assert "bound" in log.read_text(), log.read_text()
+        log = w.log_path(w.main[0], 0)
+        wait_for(lambda: "bound" in (log.read_text() if log.exists() else ""), 20, "the container's binds", interval=0.05)
         ok, why = w._check(w.main[0], w.main[0].spec["readinessProbe"])
         assert (ok, why) == (True, "command exited 0: 1000\n1000")
         assert not (shared / "ran").exists(), (shared / "ran").read_text()  # no helper of the container's ran

@@ -17,6 +17,7 @@ import pytest
 
 from generator.local import runner as local_run
 from tests.support import local_jobs
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 EPOCHS = 4
@@ -77,8 +78,7 @@ def test_a_killed_replica_recovers_to_the_same_accuracy_in_bounded_time(tmp_path
         return time.monotonic() - start >= moment
 
     def kill() -> None:
-        while not due():
-            time.sleep(0.01)
+        wait_for(due, plan.active_deadline, "the moment of the kill", interval=0.01)
         state = runner.states[victim]
         if state.proc and state.proc.poll() is None:
             os.killpg(state.proc.pid, signal.SIGKILL)

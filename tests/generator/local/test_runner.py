@@ -12,6 +12,7 @@ from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
+from tests.support.waiting import wait_for
 
 PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
              "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
@@ -265,10 +266,7 @@ def test_replicas_die_with_the_runner_even_on_kill_9_and_whatever_they_started_i
         assert len(local_jobs.alive(marker)) >= 4  # two replicas and their two sleeps, at least
         runner.proc.kill()
         runner.proc.wait()
-        end = time.monotonic() + 5
-        while local_jobs.alive(marker) and time.monotonic() < end:
-            time.sleep(0.05)
-        assert local_jobs.alive(marker) == []
+        wait_for(lambda: local_jobs.alive(marker) == [], 5, "the replicas and their sleeps to die", interval=0.05)
     finally:
         for pid in local_jobs.alive(marker):
             os.kill(pid, signal.SIGKILL)
