@@ -26,13 +26,13 @@ def command(files, release, chart, target, fmt, output, reader) -> None:
 
     With --chart pytorch-operator, check values for the operator chart instead."""
     from generator.cli.common import emit
-    from generator.job import validation
+    from generator.kinds import source
 
     output, fmt = legacy_output_format(output, fmt)
     report, lines = [], []
     for path in files:
         try:
-            checked = validation.check_file(path, release, chart, target, reader)
+            checked = source.check_file(path, release, chart, target, reader)
             findings, warnings = checked.findings, checked.warnings
         except UserError as exc:  # the file could not be read as YAML: its error names the file already
             findings, warnings = exc.findings, []

@@ -76,31 +76,6 @@ def _blame(finding: Finding, values: dict, release: str) -> Finding:
                    "or set job.name")
 
 
-def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None,
-               reader=None) -> Checked:
-    """A values file or a job's manifest (a PyTorchJob; a TrainJob with the runtime it names, when
-    that is in the file), told apart by their content; with chart "pytorch-operator", values for
-    the operator chart. Only the findings and warnings are set. Pods that leave the command to the
-    image are also checked against the image's config (image_warnings), read with `reader`
-    (images/distribution.py's; None: without logins)."""
-    from generator import kinds
-
-    documents = values_io.load_documents(path)
-    if chart == "pytorch-operator":
-        return Checked(check_operator_values(values_io.mapping_of(documents, path), release).findings)
-    kind = kinds.in_manifest(documents)
-    if kind is not None:  # the same check `run` and `submit` give a manifest
-        objects = [d for d in documents if isinstance(d, dict)]
-        findings = kind.check(objects, path)
-        if findings:
-            return Checked(findings)
-        return Checked(findings, warnings=kind.advice(objects) + image_warnings(kind.job_of(objects), reader))
-    values = values_io.mapping_of(documents, path)
-    checked = check_values({**values, "target": target} if target else values, release)
-    more = image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
-    return Checked(checked.findings, warnings=checked.warnings + more)
-
-
 def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
     """A pod whose runAsUser cannot (or may not) enter its image's WORKDIR, so that what the command
     reads there is refused (runc still starts it: `python train.py` then fails), for each pod that

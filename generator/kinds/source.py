@@ -33,3 +33,27 @@ def read(file: str, release: str, namespace: str, target: str | None = None) -> 
     if findings:
         raise UserError(findings, source=file)
     return checked.objects, True
+
+
+def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None,
+               reader=None) -> validation.Checked:
+    """`validate` of one file: a values file or a job's manifest (a PyTorchJob; a TrainJob with the
+    runtime it names, when that is in the file), told apart by their content as `read` tells them;
+    with chart "pytorch-operator", values for the operator chart. Only the findings and warnings
+    are set. Pods that leave the command to the image are also checked against the image's config
+    (validation.image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
+    documents = values_io.load_documents(path)
+    if chart == "pytorch-operator":
+        return validation.Checked(validation.check_operator_values(values_io.mapping_of(documents, path), release).findings)
+    kind = kinds.in_manifest(documents)
+    if kind is not None:  # the same check `run` and `submit` give a manifest
+        objects = [d for d in documents if isinstance(d, dict)]
+        findings = kind.check(objects, path)
+        if findings:
+            return validation.Checked(findings)
+        return validation.Checked([], warnings=kind.advice(objects)
+                                  + validation.image_warnings(kind.job_of(objects), reader))
+    values = values_io.mapping_of(documents, path)
+    checked = validation.check_values({**values, "target": target} if target else values, release)
+    more = validation.image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
+    return validation.Checked(checked.findings, warnings=checked.warnings + more)
