@@ -19,8 +19,3 @@ def pick(documents: list, source: str) -> dict:
         raise UserError([Finding("", f"holds {len(jobs)} PyTorchJobs", [j.get("metadata", {}).get("name") for j in jobs],
                                  hint="split the file: one job per file")], source=source)
     return jobs[0]
-
-
-def is_manifest(documents: list) -> bool:
-    return any(isinstance(d, dict) and d.get("kind") == admission.KIND for d in documents)
-
