@@ -31,7 +31,9 @@ test: venv
 	$(PY) -m pytest -q -m "not e2e and not slow" -n $(TEST_JOBS) --dist loadfile --durations=10
 
 # The slow tier, in one process because the CPU hog is the point: replicas killed under a CPU hog, the
-# trainer's teardowns repeated until an abort would show, and the README's --compile trainer line.
+# trainer's teardowns repeated until an abort would show, the README's --compile trainer line, and the
+# longest real runs (the README's examples as written, the local runner's killed replicas), which keep
+# `make test` within 5 minutes by running here.
 test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 

@@ -103,6 +103,7 @@ def test_usage_and_unreadable_files(args, code, message):
 
 
 @pytest.mark.trains
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_the_v1_job_and_its_conversion_both_train_on_digits(tmp_path):
     converted = tmp_path / "digits-v2.yaml"
     assert run("convert", str(DIGITS), "--to", "v2", "--accept", "-o", str(converted))[0] == 0

@@ -47,6 +47,7 @@ def test_the_readmes_generator_examples_run_as_written(tmp_path):
 
 
 @pytest.mark.trains
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
     section = README.split("### Kubeflow Trainer v2", 1)[1]
     block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
@@ -63,6 +64,7 @@ def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
 
 
 @pytest.mark.trains
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_make_demo_prints_the_readmes_sample(tmp_path):
     """`make demo` as a fresh clone runs it (in a scratch folder, with this interpreter for the
     venv's, which the test environment already is): its output is the README's sample, where the

@@ -35,6 +35,7 @@ def result(folder: Path) -> dict:
     return json.loads((folder / "result.json").read_text())
 
 
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_the_readmes_own_code_example_runs_as_written(tmp_path):
     section = README.split("### Your own code", 1)[1]
     block = re.search(r"```console\n(.*?)```", section, re.S).group(1)

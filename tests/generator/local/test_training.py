@@ -52,6 +52,7 @@ def test_three_replicas_succeed_each_taking_a_third_of_the_steps(uninterrupted):
     assert m["final_accuracy"] >= 0.95
 
 
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_one(tmp_path, uninterrupted):
     reference, done, _ = uninterrupted
     assert done.succeeded, done.reason
@@ -78,6 +79,7 @@ def test_a_killed_worker_restarts_resumes_and_the_job_ends_as_an_uninterrupted_o
     assert _metrics(plan)["epoch_accuracies"] == _metrics(reference)["epoch_accuracies"]
 
 
+@pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_the_set(tmp_path, uninterrupted):
     """The same values as a TrainJob: torchrun in every node with only the PET_* variables, and a
     node killed mid-run fails its Job (backoffLimit 0), so every node starts again and resumes."""
