@@ -13,7 +13,7 @@ TEST_JOBS ?= auto
 # two clusters side by side fit a 2-core machine, as the suite mostly waits on its controllers.
 E2E_JOBS ?= 2
 
-.PHONY: venv test test-slow e2e lint golden docs demo bench image clean
+.PHONY: venv test test-slow e2e e2e-binaries e2e-image lint golden docs demo bench image clean
 
 venv: $(STAMP)
 
@@ -37,12 +37,20 @@ test: venv
 test-slow: venv
 	$(PY) -m pytest -q -m "slow and not e2e" --durations=10
 
-# The end-to-end suite on a real control plane; the first run on a machine builds it from Go modules.
+# The end-to-end suite on a real control plane. A machine's first run builds the control plane from
+# Go modules and the trainer's image side by side (the Go builds keep the CPUs busy while the image
+# build mostly downloads torch), then fills the local registry; later runs find both built.
 e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
-	$(PY) -m generator cluster build
+	$(MAKE) --no-print-directory -j2 --output-sync=line e2e-binaries e2e-image
 	$(PY) -m generator image registry up --quiet
 	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python KUBEFLOW_SDK_V2_PYTHON=$(VENV)/kubeflow-sdk-v2/bin/python \
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
+
+e2e-binaries: venv
+	$(PY) -m generator cluster build
+
+e2e-image: venv
+	$(PY) -m generator image build --quiet
 
 # The official Kubeflow training SDK, for tests/e2e/test_kubeflow_sdk.py, in a venv of its own:
 # kubeflow-training 1.9.4 caps the kubernetes client below 36, and the generator's server-side
