@@ -2,15 +2,15 @@
 upstream name, so the charts install unchanged from it:
 
 - the trainer's image (trainer/Dockerfile, generator/images/trainer.py);
-- the controllers (training-operator, Kubeflow Trainer's, JobSet's) from the binaries `cluster
+- the controllers (training-operator, Kubeflow Trainer's, JobSet's, Kueue's) from the binaries `cluster
   build` makes, FROM scratch with /manager as upstream's images have it, as the distroless
   `nonroot` user (65532) that Trainer's and JobSet's images run as and the operator chart sets;
 - alpine (the operator's init container, `nslookup`; Trainer's runtimes installer) as Debian's
   static busybox with its applets;
 - curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl.
 
-The names come from rendering the charts with their default values (Trainer's with the values
-`cluster up --trainer` installs it with), never from a list kept here."""
+The names come from rendering the charts with their default values (Trainer's and Kueue's with the
+values `cluster up --trainer` and `--kueue` install them with), never from a list kept here."""
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator import helm, paths
-from generator.controlplane import build, registry, trainer_release
+from generator.controlplane import build, kueue_release, registry, trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
@@ -63,6 +63,10 @@ def named() -> dict[str, str]:
         for image in _images(helm.render_objects(chart, trainer_release.VALUES, trainer_release.RELEASE,
                                                  trainer_release.NAMESPACE)):
             out.setdefault(base.qualified(image), chart.name)
+    kueue = kueue_release.checked_chart()  # as `cluster up --kueue` installs it
+    for image in _images(helm.render_objects(kueue, kueue_release.values(kueue), kueue_release.RELEASE,
+                                             kueue_release.NAMESPACE)):
+        out.setdefault(base.qualified(image), kueue.name)
     return dict(sorted(out.items()))
 
 
@@ -83,6 +87,8 @@ def plan(images: dict[str, str]) -> list[Made]:
         binary = {"trainer-controller": build.TRAINER_BINARY, "jobset": build.JOBSET_BINARY}.get(role)
         if binary:
             repo_of[base.qualified(repo)] = binary
+    for repo in kueue_release.images().values():
+        repo_of[base.qualified(repo)] = build.KUEUE_BINARY
     out = []
     for image in images:
         repo, _ = split(image)

@@ -96,6 +96,7 @@ def test_the_registry_holds_every_image_the_charts_name(registry):
             "ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"} <= set(named)
     assert any(n.startswith("ghcr.io/kubeflow/trainer/trainer-controller-manager:") for n in named)
     assert any("/jobset/jobset:" in n for n in named)
+    assert any("/kueue/kueue:" in n for n in named)  # the chart `cluster up --kueue` installs
     assert set(named) <= set(registry.catalog())
 
 
@@ -123,9 +124,11 @@ def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(regist
     ("ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489", ["--help"], "65532:65532", "-pytorch-init-container-image"),
     ("ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0", ["--help"], "65532:65532", "Usage of /manager"),
     ("us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main", ["--help"], "65532:65532", "Usage of /manager"),
+    ("us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:release-0.17", ["--help"], "65532:65532",
+     "-visibility-server-port"),
     ("docker.io/library/alpine:3.10", ["ls", "-l", "/bin/nslookup"], "", "/bin/nslookup -> /bin/busybox"),
     ("docker.io/curlimages/curl:8.10.1", ["--version"], "100:101", "Protocols:"),
-], ids=["training-operator", "trainer-controller", "jobset", "alpine", "curl"])
+], ids=["training-operator", "trainer-controller", "jobset", "kueue", "alpine", "curl"])
 def test_the_charts_images_run_what_they_stand_for(engine, registry, image, argv, user, expected):
     config = json.loads(engine.run("image", "inspect", image).stdout)[0]["Config"]
     assert config.get("User", "") == user
