@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-import signal
 import socket
 import threading
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from generator.container import programs
 from generator.container.env import ConfigError, Sources, container_env
-from generator.container.process import BACKOFF_START, Process, backoff
+from generator.container.process import BACKOFF_START, Process, backoff, stop_together
 from generator.controlplane import network
 from generator.controlplane.kubelet import cgroups, runtime, security
 from generator.controlplane.kubelet.volumes import MountError, Volumes
@@ -466,12 +465,7 @@ class PodWorker(threading.Thread):
 
     def _kill_all(self, grace: float) -> None:
         """SIGTERM to every running container at once, the grace period, then SIGKILL."""
-        running = [c for c in self.containers() if c.running and c.proc.poll() is None]
-        for c in running:
-            c.proc.signal(signal.SIGTERM)
-        end = time.monotonic() + grace
-        for c in running:
-            c.proc.stop(max(0.0, end - time.monotonic()))
+        stop_together([c.proc for c in self.containers() if c.running and c.proc.poll() is None], grace)
         for c in self.containers():
             if c.cgroup:
                 c.cgroup.kill()
