@@ -23,24 +23,12 @@ def running(layout: Layout) -> ClusterState | None:
     return None
 
 
-def node_images(current: ClusterState) -> dict[str, str] | None:
-    """The image map the running node was started with (its --node argument); None if unreadable."""
-    kubelet = current.processes.get("kubelet")
-    try:
-        argv = Path(f"/proc/{kubelet.pid}/cmdline").read_bytes().decode().split("\0") if kubelet else []
-    except OSError:
-        return None
-    given = next((a.removeprefix("--node=") for a in argv if a.startswith("--node=")), None)
-    try:
-        return NodeOptions.decode(given).images if given else None
-    except ValueError:
-        return None
-
-
 def same_images(layout: Layout, current: ClusterState, asked: dict[str, str]) -> None:
     """`cluster up --image` on a cluster that runs already: its node keeps the map it started with,
-    so a mapping it lacks is refused rather than ignored (pods would stay in ImagePullBackOff)."""
-    known = node_images(current)
+    so a mapping it lacks is refused rather than ignored (pods would stay in ImagePullBackOff). The
+    node step keeps that map in the state as it starts the node; a state without it knows of no
+    mapping missing."""
+    known = current.node_options.images if current.node_options else None
     missing = {k: v for k, v in asked.items() if known is not None and known.get(k) != v}
     if missing:
         listing = ", ".join(f"{k}={v}" for k, v in sorted(missing.items()))
