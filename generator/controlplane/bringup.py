@@ -179,10 +179,13 @@ STEPS = (
 
 def ordered(chosen: Iterable[Step], declared: Iterable[Step] = STEPS) -> list[Step]:
     """`chosen` (some of `declared`) in an order where each step comes after those it names; of the
-    steps ready together, the first by name. A name that no declared step has, or a circle, is an
-    OrderError naming it."""
+    steps ready together, the first by name. A name that no declared step has, or two steps have,
+    or a circle, is an OrderError naming it."""
     declared, chosen = list(declared), list(chosen)
     names = {s.name for s in declared}
+    twice = sorted({s.name for s in declared if [d.name for d in declared].count(s.name) > 1})
+    if twice:
+        raise OrderError(f"more than one bring-up step is called {', '.join(map(repr, twice))}; name each once")
     for step in declared:
         unknown = [n for n in step.after if n not in names]
         if unknown:

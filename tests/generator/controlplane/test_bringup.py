@@ -59,6 +59,12 @@ def test_a_step_that_comes_after_one_nobody_is_called_is_named():
                                          "the steps are certificates, default storage, etcd, gpu plugin, ")
 
 
+def test_two_steps_of_one_name_are_named():
+    planted = [*bringup.STEPS, Step("etcd", run)]
+    with pytest.raises(OrderError, match="more than one bring-up step is called 'etcd'; name each once"):
+        bringup.ordered(planted, planted)
+
+
 def test_steps_that_wait_for_each_other_in_a_circle_are_named_with_the_circle():
     planted = [Step("etcd", run, after=("kube-apiserver",)), Step("kube-apiserver", run, after=("certificates",)),
                Step("certificates", run, after=("etcd",)), Step("pod network", run)]
