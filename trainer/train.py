@@ -1,9 +1,8 @@
-"""The training loop: sharded steps, whole-test-set evaluation, checkpoints and resume."""
+"""The training loop: sharded steps, checkpoints and resume (scoring: evaluation.py; stopping on
+SIGTERM: stopping.py; the finished run's files: results.py)."""
 from __future__ import annotations
 
-import json
 import math
-import signal
 import time
 from pathlib import Path
 
@@ -12,58 +11,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from . import allreduce, atomic, checkpoint, data, distributed
+from . import allreduce, checkpoint, data, distributed, results
 from .config import Config
 from .distributed import Launch
+from .evaluation import autocast, evaluate, prepare
 from .model import Net
 from .progress import Progress
-
-SIGTERM_EXIT = 143
-
-
-class Stop:
-    """SIGTERM arrives at any moment; the loop looks at the flag between steps."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        self.requested = True
-
-
-class StopAgreement:
-    """Whether every rank stops now, so they all stop at the same step whichever pod got the
-    signal. Each step starts an all-reduce of this rank's flag and reads the one started a step
-    before: the exchange runs on gloo's threads while the step computes, so asking every step
-    costs no wait, and a SIGTERM is acted on within two steps whatever a step takes."""
-
-    def __init__(self, stop: Stop, launch: Launch) -> None:
-        self.stop, self.launch = stop, launch
-        self.flag = torch.zeros(1)  # on the CPU: reading it never waits for a GPU's queue
-        self.pending: dist.Work | None = None
-        # nccl reduces CUDA tensors only; a gloo group of the same ranks carries the flag there.
-        self.group = dist.new_group(backend="gloo") if launch.distributed and launch.backend != "gloo" else None
-
-    def now(self) -> bool:
-        if not self.launch.distributed:
-            return self.stop.requested
-        if self.pending is not None:
-            self.pending.wait()
-            self.pending = None
-            if self.flag.item():
-                return True
-        self.flag.fill_(1.0 if self.stop.requested else 0.0)
-        self.pending = dist.all_reduce(self.flag, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
-        return False
-
-    def settle(self) -> None:
-        """Wait for the exchange in flight (at an epoch's end and before leaving): no collective
-        is left running under the next one, or on gloo's threads at exit. A signal it carried is
-        still this rank's flag, and the next epoch's first exchange carries it again."""
-        if self.pending is not None:
-            self.pending.wait()
-            self.pending = None
+from .stopping import SIGTERM_EXIT, Stop, StopAgreement
 
 
 def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:
@@ -83,33 +37,6 @@ def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:
 def scaled_lr(cfg: Config, world_size: int) -> float:
     factor = {"none": 1.0, "sqrt": math.sqrt(world_size), "linear": float(world_size)}[cfg.lr_rule]
     return cfg.base_lr * factor
-
-
-def evaluate(model: torch.nn.Module, test: data.Split, launch: Launch, cfg: Config) -> tuple[float, float]:
-    """Accuracy and mean loss over the whole test set, each rank scoring its own slice."""
-    model.eval()
-    idx = data.eval_shard(len(test), launch.rank, launch.world_size).to(test.y.device)
-    totals = torch.zeros(3, dtype=torch.float64, device=test.y.device)
-    with torch.no_grad(), _autocast(cfg, launch):
-        for chunk in idx.split(1024):
-            x, y = _prepare(test.x[chunk], cfg), test.y[chunk]
-            out = model(x).float()
-            totals[0] += (out.argmax(1) == y).sum()
-            totals[1] += F.nll_loss(out, y, reduction="sum")
-            totals[2] += len(chunk)
-    if launch.distributed:
-        dist.all_reduce(totals)
-    model.train()
-    return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
-
-
-def _autocast(cfg: Config, launch: Launch):
-    enabled = cfg.amp and launch.device.type == "cuda"
-    return torch.autocast(device_type=launch.device.type, dtype=torch.bfloat16, enabled=enabled)
-
-
-def _prepare(x: torch.Tensor, cfg: Config) -> torch.Tensor:
-    return x.contiguous(memory_format=torch.channels_last) if cfg.channels_last else x
 
 
 class Trainer:
@@ -260,7 +187,7 @@ class Trainer:
                 break
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
-            _finish(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress, self.summing)
+            results.write(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress, self.summing)
         self.leave()
         return 0
 
@@ -290,9 +217,9 @@ class Trainer:
                 self.leave()
                 return False
             idx = batches[step - first]
-            x, y = _prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]
+            x, y = prepare(self.train_set.x[idx], cfg), self.train_set.y[idx]
             self.optimizer.zero_grad(set_to_none=True)
-            with _autocast(cfg, launch):
+            with autocast(cfg, launch):
                 loss = F.nll_loss(self.net(x).float(), y)
             loss.backward()
             self.optimizer.step()
@@ -343,25 +270,3 @@ def _resume(cfg: Config, launch: Launch, ckpt_dir: Path):
     return found
 
 
-def _finish(cfg, launch, model, history, steps, out_dir: Path, progress: Progress, summing: str) -> None:
-    model_path = atomic.write(out_dir / "mnist_cnn.pt", lambda f: torch.save(model.state_dict(), f))
-    seconds = history["train_seconds"]
-    metrics = {
-        "dataset": cfg.dataset,
-        "backend": launch.backend,
-        "world_size": launch.world_size,
-        "batch_size": cfg.batch_size,
-        "epochs": len(history["epoch_accuracies"]),
-        "steps_per_rank": steps,
-        "epoch_accuracies": history["epoch_accuracies"],
-        "epoch_losses": history["epoch_losses"],
-        "final_accuracy": history["epoch_accuracies"][-1] if history["epoch_accuracies"] else None,
-        "train_seconds": round(seconds, 3),
-        "elapsed_seconds": round(history["elapsed_seconds"], 3),
-        "samples_per_second": round(history["samples"] / seconds, 1) if seconds > 0 else 0.0,
-        "threads": torch.get_num_threads(),
-        "allreduce": summing,
-        "seed": cfg.seed,
-    }
-    atomic.write(out_dir / "metrics.json", lambda f: f.write((json.dumps(metrics, indent=2, sort_keys=True) + "\n").encode()))
-    progress.line(f"wrote {model_path} and {out_dir / 'metrics.json'}")

@@ -154,15 +154,15 @@ def status(fmt, directory) -> None:
                                            "the next `cluster up` makes a new CA.")
 def down(directory, purge) -> None:
     """Stop everything `cluster up` started."""
-    from generator.controlplane import lifecycle
+    from generator.controlplane import teardown
 
     layout = _layout(directory)
     if purge:
         layout.check_ours()  # before anything is stopped: --purge of a folder that is no cluster's does nothing
-    stopped = lifecycle.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))
+    stopped = teardown.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))
     click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
     if purge:
-        removed = lifecycle.purge(layout)
+        removed = teardown.purge(layout)
         click.echo("removed: " + ", ".join(removed) if removed else "nothing to remove")
 
 

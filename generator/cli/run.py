@@ -38,12 +38,12 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
     if container:
         from generator.container import programs
         from generator.images import engine
-        from generator.local import containers
+        from generator.local import container_images, container_network, containers
 
         # The plan sees only the trainer's copies: a layer is code inside the image, not on this machine.
-        aliases, layers = containers.refuse_aliases(aliases, programs.of("trainer").repository)
+        aliases, layers = container_images.refuse_aliases(aliases, programs.of("trainer").repository)
         eng = engine.get(say=lambda line: click.echo(line, err=True))
-        network = containers.network_for(eng, name)
+        network = container_network.network_for(eng, name)
     plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases, network)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
@@ -51,8 +51,8 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
         click.echo(f"note: {note}", err=True)
     if container:
         try:
-            images = containers.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True),
-                                             layers=layers)
+            images = container_images.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True),
+                                                   layers=layers)
         except UserError as exc:
             if not dry_run:
                 raise
@@ -88,7 +88,7 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     if container:
-        with containers.up(eng, plan, runner.owner, say=lambda line: click.echo(line, err=True)):
+        with container_network.up(eng, plan, runner.owner, say=lambda line: click.echo(line, err=True)):
             outcome = runner.run()
     else:
         outcome = runner.run()

@@ -1,14 +1,17 @@
-"""The local cluster's bring-up as ordered, named steps, each a small function of the supervisor
-that owns the cluster (its folder, its state, the children it starts). The supervisor runs them
-in order, writes each name to its log and to the state as it starts it, and on a failure stops
-what the earlier steps started. What each component runs is components.py's, built from one
-ControlPlane configuration chosen in the certificates step."""
+"""The local cluster's bring-up as named steps, each a small function of the supervisor that owns
+the cluster (its folder, its state, the children it starts). Each step declares the steps it comes
+after and the processes it starts (as kwok's components declare their links): the start order is
+derived from those by a topological sort, and the supervisor stops the processes in its reverse.
+The supervisor writes each step's name to its log and to the state as it starts it, and on a
+failure stops what the earlier steps started. What each component runs is components.py's, built
+from one ControlPlane configuration chosen in the certificates step."""
 from __future__ import annotations
 
+import heapq
 import ssl
 import urllib.request
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from generator.container import ports
 from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
@@ -23,6 +26,14 @@ if TYPE_CHECKING:
 class Step:
     name: str
     run: Callable[[Supervisor], None]
+    # The steps that finish before this one wherever both run (one left out of a bring-up orders nothing).
+    after: tuple[str, ...] = ()
+    # The processes it starts, in the order it starts them: they are stopped in the reverse.
+    starts: tuple[str, ...] = ()
+
+
+class OrderError(ValueError):
+    """The steps' declarations name an unknown step or go round in a circle: a bug, told by name."""
 
 
 def image_registry(sup: Supervisor) -> None:
@@ -89,6 +100,8 @@ def kube_scheduler(sup: Supervisor) -> None:
 def node(sup: Supervisor) -> None:
     from kubernetes import client
 
+    # What the node is started with, kept for `cluster up` on a running cluster (its images are fixed).
+    sup.save(node_options=sup.config.node)
     if sup.node.kind == "real":
         from generator.controlplane.realnode import node as real_node
 
@@ -138,12 +151,89 @@ def kueue_queues(sup: Supervisor) -> None:
         kueue_release_.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota)
 
 
-STEPS = [Step("image registry", image_registry), Step("pod network", pod_network), Step("certificates", certificates), Step("etcd", etcd),
-         Step("kube-apiserver", kube_apiserver), Step("kube-controller-manager", kube_controller_manager),
-         Step("kube-scheduler", kube_scheduler), Step("node", node), Step("default storage", default_storage),
-         Step("operator release", operator_release), Step("trainer release", trainer_release),
-         Step("kueue release", kueue_release), Step("releases ready", releases_ready),
-         Step("kueue queues", kueue_queues)]
+# Written in no particular order: the order is derived from `after` alone (steps ready together go
+# by name), so where a step is written here never changes when it runs.
+STEPS = (
+    Step("image registry", image_registry),
+    Step("pod network", pod_network),
+    Step("certificates", certificates, after=("pod network",)),  # the API server's address is the bridge's
+    Step("etcd", etcd, after=("certificates",), starts=("etcd",)),
+    Step("kube-apiserver", kube_apiserver, after=("etcd",), starts=("kube-apiserver",)),
+    Step("kube-controller-manager", kube_controller_manager, after=("kube-apiserver",),
+         starts=("kube-controller-manager",)),
+    Step("kube-scheduler", kube_scheduler, after=("kube-apiserver",), starts=("kube-scheduler",)),
+    # The real node pulls its pods' images from the machine's registry.
+    Step("node", node, after=("image registry", "kube-apiserver"), starts=("containerd", "kubelet")),
+    # Its volumes are the node's folders, bound by the controller-manager's PV controller.
+    Step("default storage", default_storage, after=("kube-controller-manager", "node")),
+    # A release's pods need the scheduler, the controllers and the node.
+    Step("operator release", operator_release, after=("kube-controller-manager", "kube-scheduler", "node")),
+    Step("trainer release", trainer_release, after=("kube-controller-manager", "kube-scheduler", "node")),
+    # Kueue's integrations watch the PyTorchJob and TrainJob kinds, whose CRDs those releases install.
+    Step("kueue release", kueue_release, after=("kube-controller-manager", "kube-scheduler", "node",
+                                                "operator release", "trainer release")),
+    Step("releases ready", releases_ready, after=("node", "operator release", "trainer release", "kueue release")),
+    Step("kueue queues", kueue_queues, after=("releases ready",)),  # Kueue's webhooks judge them
+)
+
+
+def ordered(chosen: Iterable[Step], declared: Iterable[Step] = STEPS) -> list[Step]:
+    """`chosen` (some of `declared`) in an order where each step comes after those it names; of the
+    steps ready together, the first by name. A name that no declared step has, or two steps have,
+    or a circle, is an OrderError naming it."""
+    declared, chosen = list(declared), list(chosen)
+    names = {s.name for s in declared}
+    twice = sorted({s.name for s in declared if [d.name for d in declared].count(s.name) > 1})
+    if twice:
+        raise OrderError(f"more than one bring-up step is called {', '.join(map(repr, twice))}; name each once")
+    for step in declared:
+        unknown = [n for n in step.after if n not in names]
+        if unknown:
+            raise OrderError(f"bring-up step {step.name!r} comes after {', '.join(map(repr, unknown))}, which no step "
+                             f"is called; the steps are {', '.join(sorted(names))}")
+    _check_acyclic(declared)
+    here = {s.name: s for s in chosen}
+    stray = sorted(set(here) - names)
+    if stray:
+        raise OrderError(f"bring-up steps {', '.join(map(repr, stray))} are not among the declared ones")
+    waits = {s.name: {n for n in s.after if n in here} for s in chosen}
+    ready = [n for n, w in waits.items() if not w]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(here[name])
+        for other, w in waits.items():
+            if name in w:
+                w.discard(name)
+                if not w:
+                    heapq.heappush(ready, other)
+    return order
+
+
+def _check_acyclic(declared: list[Step]) -> None:
+    """A circle among the declarations, found by a depth-first walk and told as its path."""
+    after = {s.name: s.after for s in declared}
+    done: set[str] = set()
+
+    def walk(name: str, path: list[str]) -> None:
+        if name in path:
+            circle = path[path.index(name):] + [name]
+            raise OrderError(f"bring-up steps wait for each other in a circle: {' after '.join(map(repr, circle))}; "
+                             "drop one of those `after` names")
+        if name in done:
+            return
+        for first in after[name]:
+            walk(first, [*path, name])
+        done.add(name)
+
+    for step in declared:
+        walk(step.name, [])
+
+
+def stop_order(declared: Iterable[Step] = STEPS) -> list[str]:
+    """The processes the steps start, last started first: each stops before what it depends on."""
+    return [name for step in reversed(ordered(declared, declared)) for name in reversed(step.starts)]
 
 
 def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = False) -> list[Step]:
@@ -156,7 +246,7 @@ def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = Fa
         left_out |= {kueue_release, kueue_queues}
     if not (with_operator or with_trainer or with_kueue):
         left_out.add(releases_ready)
-    return [s for s in STEPS if s.run not in left_out]
+    return ordered(s for s in STEPS if s.run not in left_out)
 
 
 def _operator_images(values: dict) -> dict[str, str]:

@@ -15,7 +15,9 @@ from generator.errors import UserError
 
 # Raised when a field is added, renamed or changes meaning: a state file of another version is
 # refused by name instead of being half-read. Version 1 is the untyped file, which had no version.
-VERSION = 4
+# Version 5 added node_options: an older file is refused with the way out (`cluster down`) rather than
+# read as a node with no images, which would let `cluster up --image` pass a mapping the node lacks.
+VERSION = 5
 LIVE_PHASES = ("starting", "ready", "degraded")
 
 
@@ -80,6 +82,7 @@ class ClusterState:
     server: str | None = None
     kubeconfig: str | None = None
     node: str | None = None
+    node_options: NodeOptions | None = None  # what the node was started with (its images are fixed then)
     operator: OperatorRelease | None = None
     trainer: OperatorRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
     kueue: OperatorRelease | None = None  # Kueue's release (`cluster up --kueue`)
@@ -106,11 +109,13 @@ class ClusterState:
             trainer = raw.pop("trainer", None)
             kueue = raw.pop("kueue", None)
             network = raw.pop("pod_network", None)
+            node_options = raw.pop("node_options", None)
             children = raw.pop("processes", None) or {}
             return cls(**raw, operator=OperatorRelease(**operator) if operator else None,
                        trainer=OperatorRelease(**trainer) if trainer else None,
                        kueue=OperatorRelease(**kueue) if kueue else None,
                        pod_network=PodNetwork(**network) if network else None,
+                       node_options=NodeOptions(**node_options) if node_options else None,
                        processes={name: Process(**info) for name, info in children.items()})
         except TypeError as exc:
             raise ValueError(str(exc)) from None

@@ -1,8 +1,7 @@
-"""The process that owns a local cluster: it runs the bring-up's steps in order (bringup.py:
-the pod network, etcd, the API server, controller-manager and scheduler, the process kubelet,
-default storage, the operator release, Kubeflow Trainer's, Kueue's and its queues), keeps DIR/state.json current, marks the cluster degraded
-when a child exits, and stops everything on SIGTERM. `generator cluster up` starts it in the
-background.
+"""The process that owns a local cluster: it runs the bring-up's steps in the order their
+declarations give (bringup.py), keeps DIR/state.json current, marks the cluster degraded when a
+child exits, and on SIGTERM stops every child, last started first. `generator cluster up` starts
+it in the background.
 
     python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer]
         [--kueue [--kueue-quota QUOTA]] [--node JSON]
@@ -22,8 +21,6 @@ from generator.controlplane import bringup, components, kueue_release, network, 
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
-STOP_ORDER = ["kubelet", "containerd", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"]
-
 
 class Supervisor:
     def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False,
@@ -39,6 +36,7 @@ class Supervisor:
         self.state = ClusterState()
         self.network: network.PodNetwork | None = None
         self.config: components.ControlPlane | None = None  # chosen by the certificates step
+        self.step: bringup.Step | None = None  # the bring-up step under way
 
     # --- state -------------------------------------------------------------------------------
     def save(self, **changes) -> None:
@@ -48,6 +46,10 @@ class Supervisor:
         state.save(self.layout.state_file, self.state)
 
     def start(self, component: components.Component) -> processes.Child:
+        # A process its step does not declare would be missing from the stop order, and left running.
+        if self.step is None or component.name not in self.step.starts:
+            where = f"bring-up step {self.step.name!r}" if self.step else "no bring-up step"
+            raise RuntimeError(f"{where} starts {component.name!r}, which it does not declare in its `starts`")
         components.write_files(component)
         env = {**os.environ, **component.env} if component.env else None
         child = processes.start(component.name, component.argv, self.layout.logs, env)
@@ -82,12 +84,13 @@ class Supervisor:
                               with_kueue=self.kueue)
         for number, step in enumerate(steps, 1):
             print(f"step {number}/{len(steps)}: {step.name}", flush=True)
+            self.step = step
             self.save(step=step.name)
             step.run(self)
 
     def stop(self) -> None:
         self.stopping.set()
-        for name in STOP_ORDER:
+        for name in bringup.stop_order():
             child = self.children.get(name)
             if name == "containerd" and child is not None and child.alive():  # the real node's containers end first
                 from generator.controlplane.realnode import node as real_node

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from generator import kinds
 from generator.cluster import client as api
+from generator.diagnose import reads, scheduling
 from generator.job.importer import KUEUE_LABEL
 from generator.kinds.base import JobKind
 
@@ -19,11 +20,6 @@ LOG_LINES = 20
 # would fill the last lines: read further back, and put the report's one fact in its place.
 LAUNCHER_LINES = 200
 CHILD_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
-# The gang schedulers' PodGroups, as the operator creates them: (group, version).
-POD_GROUP_APIS = {"volcano": ("scheduling.volcano.sh", "v1beta1"), "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1")}
-# Kueue's API: v1beta2 since v0.15 (its conversion webhook serves v1beta1 too, but only while Kueue runs);
-# v1beta1 alone before.
-KUEUE_GROUP, KUEUE_VERSIONS = "kueue.x-k8s.io", ("v1beta2", "v1beta1")
 
 
 @dataclass
@@ -124,39 +120,41 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     if ref:
         shot.runtime = _runtime(c, kind, *ref)
     shot.pods = [serialize(p) for p in api.pods(c, name, kind)]
-    events = _optional(lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
+    events = reads.optional(
+        lambda: c.core.list_namespaced_event(c.namespace, _request_timeout=c.request_timeout).items) or []
     mine = {(kind.kind, name), ("PodGroup", name), ("JobSet", name)} | {("Pod", p["metadata"]["name"]) for p in shot.pods}
     # A kind with child Jobs (a TrainJob's JobSet) makes one per replicated job, <name>-<replicated job>.
-    shot.workload = _workload(c, job)
+    shot.workload = scheduling.workload(c, job)
     if shot.workload:  # its own Workload's events, not those of every Workload in the namespace
         mine.add(("Workload", shot.workload["metadata"]["name"]))
     shot.events = [serialize(e) for e in events if (e.involved_object.kind, e.involved_object.name) in mine
                    or e.involved_object.kind == "PersistentVolumeClaim"
                    or (kind.child_jobs and e.involved_object.kind == "Job"
                        and (e.involved_object.name or "").startswith(name + "-"))]
-    nodes = _optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
+    nodes = reads.optional(lambda: c.core.list_node(_request_timeout=c.request_timeout).items)
     shot.nodes = None if nodes is None else [_node_summary(serialize(n)) for n in nodes]
-    services = _optional(lambda: c.core.list_namespaced_service(c.namespace, _request_timeout=c.request_timeout).items)
+    services = reads.optional(
+        lambda: c.core.list_namespaced_service(c.namespace, _request_timeout=c.request_timeout).items)
     shot.services = sorted(s.metadata.name for s in services or [])
     claims, secrets, config_maps = references(shot)
     for claim in sorted(claims):
-        shot.claims[claim] = _read(lambda n=claim: serialize(c.core.read_namespaced_persistent_volume_claim(
+        shot.claims[claim] = reads.read(lambda n=claim: serialize(c.core.read_namespaced_persistent_volume_claim(
             n, c.namespace, _request_timeout=c.request_timeout)))
     for secret in sorted(secrets):
-        shot.secrets[secret] = _read(lambda n=secret: c.core.read_namespaced_secret(
+        shot.secrets[secret] = reads.read(lambda n=secret: c.core.read_namespaced_secret(
             n, c.namespace, _request_timeout=c.request_timeout)) is not None
     for cm in sorted(config_maps):
-        shot.config_maps[cm] = _read(lambda n=cm: c.core.read_namespaced_config_map(
+        shot.config_maps[cm] = reads.read(lambda n=cm: c.core.read_namespaced_config_map(
             n, c.namespace, _request_timeout=c.request_timeout)) is not None
-    shot.pod_groups = _pod_groups(c, name)
+    shot.pod_groups = scheduling.pod_groups(c, name)
     queue = (job["metadata"].get("labels") or {}).get(KUEUE_LABEL)
     if queue:
-        shot.local_queue, shot.cluster_queue = _queues(c, queue)
+        shot.local_queue, shot.cluster_queue = scheduling.queues(c, queue)
     for pod in shot.pods:
         for status in _container_statuses(pod):
             if _failed(status):
                 previous = "terminated" not in (status.get("state") or {})
-                text = _optional(lambda p=pod, s=status, prev=previous: c.core.read_namespaced_pod_log(
+                text = reads.optional(lambda p=pod, s=status, prev=previous: c.core.read_namespaced_pod_log(
                     p["metadata"]["name"], c.namespace, container=s["name"], previous=prev, tail_lines=LAUNCHER_LINES,
                     _request_timeout=c.request_timeout))
                 if text:
@@ -167,10 +165,10 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
 def _runtime(c: api.Cluster, kind: JobKind, plural: str, name: str, namespaced: bool) -> dict | None:
     """The runtime a job names: None when it does not exist, {} when it may not be read."""
     if namespaced:
-        return _read(lambda: c.custom.get_namespaced_custom_object(kind.group, kind.version, c.namespace, plural, name,
-                                                                   _request_timeout=c.request_timeout))
-    return _read(lambda: c.custom.get_cluster_custom_object(kind.group, kind.version, plural, name,
-                                                            _request_timeout=c.request_timeout))
+        return reads.read(lambda: c.custom.get_namespaced_custom_object(
+            kind.group, kind.version, c.namespace, plural, name, _request_timeout=c.request_timeout))
+    return reads.read(lambda: c.custom.get_cluster_custom_object(kind.group, kind.version, plural, name,
+                                                                 _request_timeout=c.request_timeout))
 
 
 def last_lines(text: str) -> str:
@@ -244,75 +242,3 @@ def _node_summary(node: dict) -> dict:
             "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}}}
 
 
-def _workload(c: api.Cluster, job: dict) -> dict | None:
-    """Kueue's Workload for the job: the one it owns."""
-    for version in KUEUE_VERSIONS:
-        listing = _optional(lambda v=version: c.custom.list_namespaced_custom_object(
-            KUEUE_GROUP, v, c.namespace, "workloads", _request_timeout=c.request_timeout))
-        if listing is None:
-            continue
-        uid = job["metadata"].get("uid")
-        for item in listing.get("items") or []:
-            if any(o.get("uid") == uid for o in item["metadata"].get("ownerReferences") or []):
-                item["metadata"].pop("managedFields", None)
-                return item
-        return None
-    return None
-
-
-def _queues(c: api.Cluster, name: str) -> tuple[dict | None, dict | None]:
-    """The LocalQueue `name` of the job's namespace and the ClusterQueue it points at."""
-    for version in KUEUE_VERSIONS:
-        local = _optional(lambda v=version: c.custom.get_namespaced_custom_object(
-            KUEUE_GROUP, v, c.namespace, "localqueues", name, _request_timeout=c.request_timeout))
-        if local is None:
-            continue
-        local["metadata"].pop("managedFields", None)
-        target = (local.get("spec") or {}).get("clusterQueue")
-        cluster = _optional(lambda v=version, t=target: c.custom.get_cluster_custom_object(
-            KUEUE_GROUP, v, "clusterqueues", t, _request_timeout=c.request_timeout)) if target else None
-        if cluster:
-            cluster["metadata"].pop("managedFields", None)
-        return local, cluster
-    return None, None
-
-
-def _pod_groups(c: api.Cluster, name: str) -> dict[str, dict | None]:
-    """The job's PodGroup by gang scheduler: None where the scheduler's kind exists and the job has
-    none; a scheduler whose PodGroups cannot be read (refused, or no such kind) is left out."""
-    found: dict[str, dict | None] = {}
-    for scheduler, (group, version) in POD_GROUP_APIS.items():
-        try:
-            found[scheduler] = c.custom.get_namespaced_custom_object(group, version, c.namespace, "podgroups", name,
-                                                                     _request_timeout=c.request_timeout)
-        except api.failures() as exc:
-            if _status(exc) == 404 and _crd_exists(c, group, version):
-                found[scheduler] = None
-    return found
-
-
-def _crd_exists(c: api.Cluster, group: str, version: str) -> bool:
-    """Whether the API serves podgroups of this group: a list answers 404 only when it does not."""
-    return _optional(lambda: c.custom.list_namespaced_custom_object(group, version, c.namespace, "podgroups", limit=1,
-                                                                    _request_timeout=c.request_timeout)) is not None
-
-
-def _status(exc: Exception) -> int | None:
-    return getattr(exc, "status", None)
-
-
-def _optional(fn):
-    """None when the call is refused or the kind does not exist: diagnose works with what it may read.
-    Only the client's failures mean that; a bug in reading the answer surfaces."""
-    try:
-        return fn()
-    except api.failures():
-        return None
-
-
-def _read(fn):
-    """The object, or None when it does not exist (a refusal is not absence: it counts as present)."""
-    try:
-        return fn()
-    except api.failures() as exc:
-        return None if _status(exc) == 404 else {}

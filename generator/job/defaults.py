@@ -5,7 +5,7 @@ import copy
 import functools
 
 from generator import paths
-from generator.job.values_io import load_yaml as _load
+from generator.job.goyaml import load_yaml as _load
 
 
 @functools.cache

@@ -228,6 +228,17 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
     assert proc.returncode == 1 and "rejected your credentials" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_cluster_up_again_refuses_an_image_the_running_node_was_not_started_with(cluster, tmp_path):
+    """The node's image map is kept in state.json as the node starts; `cluster up` reads it there."""
+    kept = json.loads((cluster.dir / "state.json").read_text())["node_options"]
+    assert kept["gpus"] == 1 and kept["images"]  # the operator chart's images, mapped by the node step
+    again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--gpus", "1", "--trainer", "--image",
+                        f"registry.example.com/ml/toy={tmp_path}")
+    assert again.returncode == 1, again.stderr
+    assert (f"its node was started without --image registry.example.com/ml/toy={tmp_path}; a node's images are fixed "
+            "when it starts") in again.stderr
+
+
 def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
     cluster.cli("submit", values_file, "-n", ns, check=True)
     report = json.loads(cluster.cli("status", "mnist", "-n", ns, "--format", "json", check=True).stdout)

@@ -308,7 +308,7 @@ def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
     import subprocess
     import sys
 
-    from generator.controlplane import lifecycle
+    from generator.controlplane import teardown
     from generator.controlplane.layout import MARKER, Layout
 
     folder = tmp_path / "cluster"
@@ -318,8 +318,8 @@ def test_down_purge_is_refused_while_a_process_of_the_cluster_runs(tmp_path):
                             env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "up\n"  # exec'd: its environment is the marked one
-        with pytest.raises(lifecycle.UserError) as refused:
-            lifecycle.purge(Layout(folder))
+        with pytest.raises(teardown.UserError) as refused:
+            teardown.purge(Layout(folder))
         assert "still has processes running" in str(refused.value) and (folder / "pki").is_dir()
     finally:
         proc.kill()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.controlplane import bringup, build, components, pki
+from generator.controlplane import build, components, pki
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import NodeOptions
 
@@ -128,28 +128,6 @@ def test_the_operator_install_is_helm_install_of_the_chart_against_this_cluster(
                              "--create-namespace"]
     assert yaml.safe_load(helm.files[cfg.layout.root / "operator-values.yaml"]) == {"leaderElection": True}
     assert helm.env["KUBECONFIG"] == str(cfg.layout.kubeconfig)
-
-
-def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_without_an_operator():
-    names = [s.name for s in bringup.steps(with_operator=True)]
-    assert names == ["image registry", "pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
-                     "kube-scheduler", "node", "default storage", "operator release", "releases ready"]
-    assert [s.name for s in bringup.steps(with_operator=False)] == names[:-2]
-
-
-def test_trainer_is_installed_only_when_asked_and_both_releases_start_before_either_is_waited_for():
-    names = [s.name for s in bringup.steps(with_operator=True, with_trainer=True)]
-    assert names[-3:] == ["operator release", "trainer release", "releases ready"]
-    assert [s.name for s in bringup.steps(with_operator=False, with_trainer=True)][-2:] == ["trainer release",
-                                                                                          "releases ready"]
-
-
-def test_kueue_is_installed_only_when_asked_after_trainer_and_its_queues_once_its_webhooks_answer():
-    names = [s.name for s in bringup.steps(with_operator=True, with_trainer=True, with_kueue=True)]
-    assert names[-5:] == ["operator release", "trainer release", "kueue release", "releases ready", "kueue queues"]
-    assert [s.name for s in bringup.steps(with_operator=False, with_kueue=True)][-3:] == [
-        "kueue release", "releases ready", "kueue queues"]
-    assert "kueue release" not in [s.name for s in bringup.steps(with_operator=True, with_trainer=True)]
 
 
 def test_the_api_server_serves_aggregated_apis_only_through_its_own_front_proxy_certificate(cfg):

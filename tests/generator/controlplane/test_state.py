@@ -14,6 +14,7 @@ from generator.controlplane.state import ClusterState, NodeOptions, OperatorRele
 def full_state() -> ClusterState:
     return ClusterState(phase="ready", pid=42, step="operator release", server="https://10.244.7.1:6443",
                         kubeconfig="/c/kubeconfig", node="box",
+                        node_options=NodeOptions(gpus=1, images={"registry.example.com/ml/toy": "/srv/toy"}),
                         operator=OperatorRelease("kubeflow", "training-operator", "training-operator"),
                         pod_network=PodNetwork("pjk0000", "10.244.7.0/24"),
                         processes={"etcd": Process(43, "/c/logs/etcd.log")})
@@ -27,6 +28,7 @@ def test_a_state_reads_back_as_it_was_written(tmp_path):
     # The keys scripts and tests read stay where they were.
     raw = json.loads(path.read_text())
     assert raw["operator"]["namespace"] == "kubeflow" and raw["pod_network"] == {"bridge": "pjk0000", "cidr": "10.244.7.0/24"}
+    assert raw["node_options"]["images"] == {"registry.example.com/ml/toy": "/srv/toy"}
 
 
 def test_no_state_file_is_no_cluster(tmp_path):
@@ -51,6 +53,20 @@ def test_a_state_from_an_older_version_is_refused_by_name(tmp_path):
     with pytest.raises(state.StateError, match=f"{path}: written by another pytorchjob-kit version "
                                                rf"\(state version 1, this one reads {state.VERSION}\)"):
         state.load(path)
+
+
+def test_a_state_written_before_the_node_options_were_kept_is_refused_with_the_way_out(tmp_path):
+    """Version 4 had no node options: read as a node without images, `cluster up --image` would pass
+    a mapping the running node lacks, so the file is refused and `cluster down` named instead."""
+    path = tmp_path / "state.json"
+    raw = json.loads(full_state().to_json())
+    del raw["node_options"]
+    path.write_text(json.dumps({**raw, "version": 4}))
+    with pytest.raises(state.StateError) as refused:
+        state.load(path)
+    assert str(refused.value) == (f"{path}: written by another pytorchjob-kit version (state version 4, this one "
+                                  f"reads 5); run `python -m generator cluster down --dir {tmp_path}`, which stops "
+                                  "what that cluster left running without it and removes the file")
 
 
 def test_a_state_with_fields_this_version_does_not_know_is_refused(tmp_path):

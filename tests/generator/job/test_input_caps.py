@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from generator.errors import UserError
-from generator.job import values_io
+from generator.job import input_caps, values_io
 from tests.support import ROOT
 from tests.support.cli_helpers import run
 
@@ -31,20 +31,20 @@ def _load(tmp_path, text: str):
 
 
 def test_nesting_at_the_cap_loads_and_one_level_more_is_refused(tmp_path):
-    assert _load(tmp_path, _nested(values_io.MAX_DEPTH))
-    with pytest.raises(UserError, match=f"nests more than {values_io.MAX_DEPTH} levels deep"):
-        _load(tmp_path, _nested(values_io.MAX_DEPTH + 1))
+    assert _load(tmp_path, _nested(input_caps.MAX_DEPTH))
+    with pytest.raises(UserError, match=f"nests more than {input_caps.MAX_DEPTH} levels deep"):
+        _load(tmp_path, _nested(input_caps.MAX_DEPTH + 1))
 
 
 def test_far_deeper_nesting_than_the_parser_allows_gets_the_same_refusal(tmp_path):
-    with pytest.raises(UserError, match=f"nests more than {values_io.MAX_DEPTH} levels deep \\(line 1\\)"):
+    with pytest.raises(UserError, match=f"nests more than {input_caps.MAX_DEPTH} levels deep \\(line 1\\)"):
         _load(tmp_path, _nested(30_000))
 
 
 def test_aliases_expanding_to_the_cap_load_and_one_node_more_is_refused(tmp_path):
-    assert _load(tmp_path, _aliases(values_io.MAX_NODES))
-    with pytest.raises(UserError, match=f"expands to more than {values_io.MAX_NODES} YAML nodes"):
-        _load(tmp_path, _aliases(values_io.MAX_NODES + 1))
+    assert _load(tmp_path, _aliases(input_caps.MAX_NODES))
+    with pytest.raises(UserError, match=f"expands to more than {input_caps.MAX_NODES} YAML nodes"):
+        _load(tmp_path, _aliases(input_caps.MAX_NODES + 1))
 
 
 def _sized(size: int, filler: str = "x") -> str:
@@ -55,27 +55,27 @@ def _sized(size: int, filler: str = "x") -> str:
 
 
 def test_a_file_of_the_api_servers_size_loads_and_one_byte_more_is_refused(tmp_path):
-    assert _load(tmp_path, _sized(values_io.MAX_BYTES)) == {}
-    with pytest.raises(UserError, match=f"is {values_io.MAX_BYTES + 1} bytes, more than the {values_io.MAX_BYTES} "
+    assert _load(tmp_path, _sized(input_caps.MAX_BYTES)) == {}
+    with pytest.raises(UserError, match=f"is {input_caps.MAX_BYTES + 1} bytes, more than the {input_caps.MAX_BYTES} "
                                         "the Kubernetes API server takes in one request"):
-        _load(tmp_path, _sized(values_io.MAX_BYTES + 1))
+        _load(tmp_path, _sized(input_caps.MAX_BYTES + 1))
 
 
 def test_the_size_is_counted_in_bytes_not_characters(tmp_path):
-    text = _sized(values_io.MAX_BYTES + 2, "é")  # two bytes each: about half the cap in characters
-    assert len(text) < values_io.MAX_BYTES < len(text.encode())
-    with pytest.raises(UserError, match=f"is {values_io.MAX_BYTES + 2} bytes, more than the {values_io.MAX_BYTES}"):
+    text = _sized(input_caps.MAX_BYTES + 2, "é")  # two bytes each: about half the cap in characters
+    assert len(text) < input_caps.MAX_BYTES < len(text.encode())
+    with pytest.raises(UserError, match=f"is {input_caps.MAX_BYTES + 2} bytes, more than the {input_caps.MAX_BYTES}"):
         _load(tmp_path, text)
 
 
 def test_an_endless_stream_is_refused_at_the_cap():
-    with pytest.raises(UserError, match=f"/dev/zero: is larger than the {values_io.MAX_BYTES} bytes the Kubernetes API server"):
+    with pytest.raises(UserError, match=f"/dev/zero: is larger than the {input_caps.MAX_BYTES} bytes the Kubernetes API server"):
         values_io.load_mapping("/dev/zero")
 
 
 def test_stdin_is_read_no_further_than_the_cap():
-    code, _, err = run("validate", "-", input=_sized(values_io.MAX_BYTES + 1) + "topology: {workers: 1}\n")
-    assert code == 1 and f"-: is larger than the {values_io.MAX_BYTES} bytes the Kubernetes API server" in err
+    code, _, err = run("validate", "-", input=_sized(input_caps.MAX_BYTES + 1) + "topology: {workers: 1}\n")
+    assert code == 1 and f"-: is larger than the {input_caps.MAX_BYTES} bytes the Kubernetes API server" in err
 
 
 def test_a_huge_file_is_refused_without_being_read_into_memory(tmp_path):
@@ -90,5 +90,5 @@ def test_a_huge_file_is_refused_without_being_read_into_memory(tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe, str(huge)], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     message, peak_mib = proc.stdout.rsplit("\n", 2)[:2]
-    assert f"is {200 * 1024 * 1024} bytes, more than the {values_io.MAX_BYTES}" in message, proc.stderr
+    assert f"is {200 * 1024 * 1024} bytes, more than the {input_caps.MAX_BYTES}" in message, proc.stderr
     assert int(peak_mib) < 150  # the interpreter and the cap; reading it whole took over 400

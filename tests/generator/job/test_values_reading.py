@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from generator.errors import UserError
-from generator.job import values_io
+from generator.job import goyaml, values_io
 from tests.support.cli_helpers import run
 
 
@@ -29,7 +29,7 @@ from tests.support.cli_helpers import run
                                                                             "2001-12-14t21:59:43.10-05:00"),
 ])
 def test_a_plain_scalar_is_read_as_helm_reads_it(plain, read):
-    value = values_io.load_yaml(f"key: {plain}\n")["key"]
+    value = goyaml.load_yaml(f"key: {plain}\n")["key"]
     assert value == read and type(value) is type(read)
     assert _alike(value, _helm_reads(f"key: {plain}\n")["key"])
 
@@ -61,13 +61,13 @@ def _alike(ours, helms) -> bool:
     ("!foo bar", "bar"), ("!!map text", "text"), ("!!str {a: 1}", {"a": 1}),
 ])
 def test_a_tagged_value_is_read_as_helm_reads_it(tagged, read):
-    value = values_io.load_yaml(f"key: {tagged}\n")["key"]
+    value = goyaml.load_yaml(f"key: {tagged}\n")["key"]
     assert value == read and type(value) is type(read)
     assert _alike(value, _helm_reads(f"key: {tagged}\n")["key"])
 
 
 def test_merge_keys_still_merge():
-    assert values_io.load_yaml("base: &b {x: 1, y2: 2}\nd:\n  <<: *b\n  x: 3\n")["d"] == {"x": 3, "y2": 2}
+    assert goyaml.load_yaml("base: &b {x: 1, y2: 2}\nd:\n  <<: *b\n  x: 3\n")["d"] == {"x": 3, "y2": 2}
 
 
 @pytest.mark.parametrize(("text", "read"), [
@@ -77,7 +77,7 @@ def test_merge_keys_still_merge():
     ("d: {!!merge <<: {x: 1}}\n", {"x": 1}),
 ])
 def test_merges_apply_in_order_as_helm_applies_them(text, read):
-    assert values_io.load_yaml(text)["d"] == read == _helm_reads(text)["d"]
+    assert goyaml.load_yaml(text)["d"] == read == _helm_reads(text)["d"]
 
 
 def test_a_merge_after_a_key_it_would_override_is_refused_with_its_line(tmp_path):
@@ -134,7 +134,7 @@ def test_a_key_helm_reads_as_a_boolean_is_refused_with_the_quoted_form(tmp_path)
     message = _refusal(tmp_path, "nodeSelector:\n  n: gpu\n")
     assert "line 2: key 'n' is read by Helm as the boolean false, not as the text 'n'" in message
     assert 'quote it: "n":' in message
-    assert values_io.load_yaml('nodeSelector:\n  "n": gpu\n') == {"nodeSelector": {"n": "gpu"}}
+    assert goyaml.load_yaml('nodeSelector:\n  "n": gpu\n') == {"nodeSelector": {"n": "gpu"}}
 
 
 def test_an_infinite_number_is_refused(tmp_path):
@@ -199,5 +199,5 @@ def test_what_the_generator_writes_helm_reads_back_as_the_same_text():
     texts = ["y", "N", "0o10", "08", "1e3", "0x1F", "1_0.5", "<<", "=", "~", "", "1:30", "2001-12-14", "0o", "1e999"]
     data = {"env": [{"name": "X", "value": text} for text in texts], "nodeSelector": dict.fromkeys(texts, "k")}
     written = values_io.dump(data)
-    assert values_io.load_yaml(written) == data
+    assert goyaml.load_yaml(written) == data
     assert helm_python.values_from_yaml(written) == data

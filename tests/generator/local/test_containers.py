@@ -2,9 +2,6 @@
 process runner's (names, env, volumes, the pod's securityContext and limits), and what is refused
 before anything starts. tests/e2e/test_images.py runs such jobs in real containers."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -112,37 +109,6 @@ def test_a_containers_own_settings_become_the_engines_flags_and_secrets_stay_off
     with pytest.raises(UserError) as refused:
         local_plan.plan(body, tmp_path, network=NETWORK)
     assert "containers[pytorch].securityContext.runAsUser" in str(refused.value) and "runAsNonRoot" in str(refused.value)
-
-
-def test_the_network_takes_a_subnet_no_network_or_route_of_this_machine_has():
-    assert containers.free_subnet([]) == "10.89.0.0/24"
-    assert containers.free_subnet(["10.88.0.0/16", "10.89.0.0/24", "10.89.1.128/25", "fd00::/64"]) == "10.89.2.0/24"
-    assert containers.subnets_of([{"subnets": [{"subnet": "10.89.5.0/24"}]},
-                                  {"IPAM": {"Config": [{"Subnet": "172.18.0.0/16"}]}}]) == ["10.89.5.0/24", "172.18.0.0/16"]
-    assert all("/" in r for r in containers.routes())
-
-
-def test_what_a_killed_run_left_is_told_from_a_run_still_going():
-    assert containers.alive(containers.token())
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    owner = containers.token(child.pid)
-    child.wait()
-    assert owner and not containers.alive(owner)
-    assert not containers.alive(f"{os.getpid()}-1")  # the pid reused by a later process
-
-
-def test_image_mappings_that_run_code_of_this_machine_are_refused_with_container(tmp_path):
-    body, _ = local_jobs.job("own", "pass")
-    path = local_jobs.write(tmp_path, body)
-    code, out, err = run("run", path, "--container", "--image", "registry.example.com/ml/toy=host")
-    assert code == 1 and out == "" and "Traceback" not in err
-    assert ("--image registry.example.com/ml/toy=host: with --container each replica runs its own image" in err
-            and "`python -m generator image build DIR -t REPO:TAG`" in err and "REPO=DIR[:PATH]" in err)
-    trainer = "ghcr.io/pytorchjob-kit/trainer"
-    # A copy of the trainer runs the trainer's image; a folder is laid over the job's image (e2e: test_images.py).
-    assert containers.refuse_aliases({"mirror.example.com/trainer": trainer, "registry.example.com/ml/toy": str(tmp_path)},
-                                     trainer) == ({"mirror.example.com/trainer": trainer},
-                                                  {"registry.example.com/ml/toy": str(tmp_path)})
 
 
 def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):

@@ -1,5 +1,5 @@
-"""What diagnose records when a read fails: the API server's refusals and absences are recorded as
-such and diagnose goes on with the rest; a bug in reading an answer is not mistaken for them."""
+"""The gang schedulers' PodGroups diagnose records for a job: found, known absent, or left out
+where the kind is not served or may not be read; a bug in reading them surfaces."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ from kubernetes.client import ApiException
 from urllib3.exceptions import MaxRetryError
 
 from generator.cluster import client as api
-from generator.diagnose import snapshot
+from generator.diagnose import scheduling
 
 
 class Custom:
@@ -33,50 +33,23 @@ def cluster(custom: Custom) -> api.Cluster:
     return api.Cluster(core=None, custom=custom, namespace="team", server="https://127.0.0.1:6443")
 
 
-VOLCANO, PLUGINS = (snapshot.POD_GROUP_APIS[s][0] for s in ("volcano", "scheduler-plugins"))
+VOLCANO, PLUGINS = (scheduling.POD_GROUP_APIS[s][0] for s in ("volcano", "scheduler-plugins"))
 
 
 def test_pod_groups_record_found_none_and_unknown_by_scheduler():
     group = {"metadata": {"name": "mnist"}, "status": {"phase": "Pending"}}
     custom = Custom({VOLCANO: group, PLUGINS: ApiException(status=404, reason="Not Found")}, served={PLUGINS})
-    assert snapshot._pod_groups(cluster(custom), "mnist") == {"volcano": group, "scheduler-plugins": None}
+    assert scheduling.pod_groups(cluster(custom), "mnist") == {"volcano": group, "scheduler-plugins": None}
     # Not served, refused, or the server gone: left out, so no rule reads a PodGroup as missing.
     custom = Custom({VOLCANO: ApiException(status=404, reason="Not Found"),
                      PLUGINS: ApiException(status=403, reason="Forbidden")}, served=set())
-    assert snapshot._pod_groups(cluster(custom), "mnist") == {}
+    assert scheduling.pod_groups(cluster(custom), "mnist") == {}
     custom = Custom({VOLCANO: MaxRetryError(None, "/apis", "Connection refused"),
                      PLUGINS: ConnectionResetError(104, "Connection reset by peer")}, served=set())
-    assert snapshot._pod_groups(cluster(custom), "mnist") == {}
+    assert scheduling.pod_groups(cluster(custom), "mnist") == {}
 
 
 def test_a_bug_reading_pod_groups_surfaces_instead_of_leaving_them_unknown():
     custom = Custom({VOLCANO: KeyError("metadata"), PLUGINS: {}}, served={VOLCANO, PLUGINS})
     with pytest.raises(KeyError, match="metadata"):
-        snapshot._pod_groups(cluster(custom), "mnist")
-
-
-def fails(exc: BaseException):
-    def read():
-        raise exc
-    return read
-
-
-@pytest.mark.parametrize("exc", [ApiException(status=403, reason="Forbidden"), ApiException(status=404),
-                                 MaxRetryError(None, "/api/v1/nodes", "timed out"), TimeoutError("timed out")],
-                         ids=["refused", "absent", "unreachable", "timeout"])
-def test_an_optional_read_the_server_refuses_is_left_out(exc):
-    assert snapshot._optional(fails(exc)) is None
-
-
-def test_an_object_that_does_not_exist_is_none_and_one_refused_counts_as_present():
-    assert snapshot._read(fails(ApiException(status=404, reason="Not Found"))) is None
-    assert snapshot._read(fails(ApiException(status=403, reason="Forbidden"))) == {}
-
-
-@pytest.mark.parametrize("read", [snapshot._optional, snapshot._read], ids=["optional", "read"])
-def test_a_bug_in_a_reader_surfaces_instead_of_not_readable(read):
-    def buggy():
-        return {"items": []}["item"]
-
-    with pytest.raises(KeyError, match="item"):
-        read(buggy)
+        scheduling.pod_groups(cluster(custom), "mnist")
