@@ -98,11 +98,8 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     if node_kind == "real" and aliases:
         raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
-                               "import yours into its containerd (README: The real node), or use --node process")
-    if node_kind == "real" and (operator or trainer):
-        raise click.UsageError("the operator's and Trainer's pods reach the API server through the `kubernetes` "
-                               "Service, which the real node does not route yet (no kube-proxy): add --no-operator "
-                               "(and no --trainer), or use --node process")
+                               "put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
+                               "`cluster up`, or use --node process")
     if kueue_quota and not kueue:
         raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)

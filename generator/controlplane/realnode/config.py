@@ -4,6 +4,7 @@ bridge conflist, the KubeletConfiguration, and the two components' argv. Nothing
 process or writes a file; realnode/node.py does."""
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,11 @@ from generator.controlplane.realnode import build
 # A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
 SOCKET_PATH_MAX = 107
 CNI_CONFLIST = "10-pytorchjob-kit.conflist"
+# The `kubernetes` Service: the first address of the service range, port 443; the kubelet gives
+# every pod these as KUBERNETES_SERVICE_HOST and _PORT, where in-cluster clients dial the API server.
+KUBERNETES_SERVICE = (str(ipaddress.ip_network(components.SERVICE_RANGE)[1]), 443)
+# The comment that marks the cluster's netfilter rule, followed by the cluster's folder.
+RULE_MARK = "pytorchjob-kit"
 # The registry's CA and client pair, named as in its client folder (podman's and skopeo's --cert-dir).
 REGISTRY_CLIENT_FILES = ("ca.crt", "client.cert", "client.key")
 
@@ -244,6 +250,23 @@ def registry_hosts(node: RealNode) -> dict[Path, str]:
         f"https://{node.mirror.address}/v2/{name}": {"capabilities": ["pull", "resolve"], "ca": ca,
                                                       "client": [[cert, key]], "override_path": True}}})
         for name in node.mirror.names}
+
+
+def api_service_rule(node: RealNode) -> list[str]:
+    """The NAT rule (iptables' words after `-A PREROUTING`) that takes what the cluster's pods send
+    to the `kubernetes` Service to the API server: the controllers the charts install (the
+    training-operator, Trainer, JobSet) reach it by their in-cluster configuration, and no
+    kube-proxy runs. Only connections that come in on the cluster's own bridge match, so two
+    clusters side by side each keep theirs; the comment names the cluster, for `cluster down`."""
+    cp = node.control_plane
+    host, port = KUBERNETES_SERVICE
+    return ["-i", cp.bridge, "-d", f"{host}/32", "-p", "tcp", "-m", "tcp", "--dport", str(port),
+            "-m", "comment", "--comment", rule_comment(node.layout.root), "-j", "DNAT",
+            "--to-destination", f"{cp.address}:{cp.ports.apiserver}"]
+
+
+def rule_comment(root: Path) -> str:
+    return f"{RULE_MARK} {root}"
 
 
 def cni_conflist(node: RealNode) -> str:

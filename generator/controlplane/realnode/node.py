@@ -75,6 +75,7 @@ def start(sup: Supervisor) -> None:
                          containerd)
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
+    host.add_api_route(config.api_service_rule(node))
     host.make_cgroup_root(sup.layout.root)
     values = host.hold_kernel_settings(sup.layout.root)
     print("kernel settings before the kubelet (put back at cluster down): "

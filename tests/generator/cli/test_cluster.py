@@ -28,9 +28,6 @@ from tests.support.waiting import wait_for
     (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
     (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
      "--image maps images to programs of the process node; the real node runs images"),
-    (["--node", "real"], "the operator's and Trainer's pods reach the API server through the `kubernetes` Service, "
-                         "which the real node does not route yet (no kube-proxy): add --no-operator"),
-    (["--node", "real", "--no-operator", "--trainer"], "add --no-operator (and no --trainer), or use --node process"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)

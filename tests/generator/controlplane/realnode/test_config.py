@@ -165,3 +165,17 @@ def test_a_folder_too_deep_for_containerds_sockets_is_refused_naming_the_socket(
 def test_toml_quotes_keys_with_dots_and_writes_nested_tables():
     text = config.toml({"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}})
     assert tomllib.loads(text) == {"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}}
+
+
+def test_pods_reach_the_api_server_at_the_kubernetes_service_through_a_rule_of_their_bridge_alone(node):
+    rule = config.api_service_rule(node)
+    options = dict(zip(rule[::2], rule[1::2], strict=True))  # every word of this rule is an option and its value
+    # What the kubelet tells every pod (KUBERNETES_SERVICE_HOST, _PORT) is where in-cluster clients dial.
+    assert (options["-d"], options["--dport"]) == ("10.96.0.1/32", "443")
+    assert options["--to-destination"] == "10.244.7.1:6443" and options["-j"] == "DNAT"
+    # Another cluster's pods come in on another bridge: its rule never matches them.
+    assert options["-i"] == "pjk0000"
+    assert options["--comment"] == f"pytorchjob-kit {node.layout.root}"
+    # The API server's certificate is for that address too, or the clients would refuse it.
+    serving = {c.stem: c for c in components.certificates(node.control_plane)}[components.serving_stem(node.control_plane)]
+    assert "10.96.0.1" in serving.ips
