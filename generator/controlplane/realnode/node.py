@@ -1,6 +1,7 @@
 """The real node's bring-up step (`cluster up --node real`): containerd with the node's
-configuration, the pause image imported into it, the cluster's cgroup made in every hierarchy, the
-kernel settings recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
+configuration (pulling from the machine's registry), the pause image imported into it, the NAT
+rule to the API server, the cluster's cgroup made in every hierarchy, the kernel settings
+recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
 it stops every child; `teardown` undoes what they leave on the machine."""
 from __future__ import annotations
 
