@@ -261,6 +261,37 @@ def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restri
     assert "ate 400 MiB" not in core.read_namespaced_pod_log("hungry", restricted_ns)
 
 
+# The operator chart's `helm test` image (curl), from the registry on this machine.
+CURL = "docker.io/curlimages/curl:8.10.1"
+WHOAMI = ('S=/var/run/secrets/kubernetes.io/serviceaccount; curl -s -o /dev/null -w "%{http_code}" --cacert $S/ca.crt '
+          '-H "Authorization: Bearer $(cat $S/token)" -H "Content-Type: application/json" -X POST '
+          '-d \'{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}\' '
+          'https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/apis/authentication.k8s.io/v1/selfsubjectreviews')
+
+
+def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(cluster, tmp_path_factory):
+    """Both clusters' pods dial the same `kubernetes` Service address; each reaches its own API
+    server, which alone knows its CA and accepts its service account's token (201, not a TLS
+    failure or 401)."""
+    side = start_cluster(tmp_path_factory.mktemp("real-side"), None, NODE)
+    try:
+        for c in (cluster, side):
+            c.core().create_namespaced_pod("default", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "whoami"},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "curl", "image": CURL,
+                                                                   "command": ["sh", "-c", WHOAMI]}]}})
+        for c in (cluster, side):
+            core = c.core()
+            wait_for(lambda core=core: core.read_namespaced_pod("whoami", "default").status.phase in ("Succeeded", "Failed"),
+                     180, "the whoami pod to end")
+            assert core.read_namespaced_pod_log("whoami", "default") == "201"
+    finally:
+        stop_cluster(side)
+        forget_images(side.dir)
+    # Its `cluster down` took its own rule away, and left this cluster's.
+    assert host.api_routes(side.dir) == [] and len(host.api_routes(cluster.dir)) == 1
+
+
 def run_a_pod(c) -> None:
     """A probe pod running: containers, mounts and cgroups for `cluster down` to leave nothing of."""
     core = c.core()
