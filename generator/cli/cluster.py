@@ -65,10 +65,9 @@ def command() -> None:
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @click.option("--node", "node_kind", type=click.Choice(["process", "real"]), default="process", show_default=True,
               help="process: pods run as processes of this machine (the process kubelet). real (a preview): the "
-                   "kubelet, containerd and runc run pods from images; built on first use, needs root, runc and "
-                   "the CNI plugins (installed from Debian's packages when missing).")
-@click.option("--registry", metavar="HOST:PORT", help="With --node real: a plain-HTTP registry on this machine that "
-                                                     "serves every image name (ghcr.io/..., alpine:3.10) unchanged.")
+                   "kubelet, containerd and runc run pods from images, pulled from the registry on this machine; "
+                   "built on first use, needs root, runc and the CNI plugins (installed from Debian's packages when "
+                   "missing).")
 @click.option("--trainer", is_flag=True,
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
                    "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
@@ -79,8 +78,7 @@ def command() -> None:
               help="The ClusterQueue's quota instead of the node's, as cpu=3,memory=8Gi,nvidia.com/gpu=1 (each one "
                    "given replaces the node's); `none` creates no queues.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, registry, trainer,
-       kueue, kueue_quota,
+def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, trainer, kueue, kueue_quota,
        directory) -> None:
     """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
 
@@ -98,20 +96,15 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
 
     if values_file and not operator:
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
-    if registry and node_kind != "real":
-        raise click.UsageError("--registry points the real node's containerd at a registry; add --node real")
     if node_kind == "real" and aliases:
         raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
-                               "import yours into its containerd (README: The real node), or use --node process")
-    if node_kind == "real" and not registry and (operator or trainer):
-        raise click.UsageError("the real node pulls the operator's and Trainer's images, and no registry serves them "
-                               "here: add --registry HOST:PORT (a registry on this machine holding them) or "
-                               "--no-operator (and no --trainer)")
+                               "put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
+                               "`cluster up`, or use --node process")
     if kueue_quota and not kueue:
         raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)
     state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind, registry),
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind),
                          operator=operator,
                          trainer=trainer, kueue=kueue, kueue_quota=kueue_quota)
     from generator.controlplane import build

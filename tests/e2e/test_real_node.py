@@ -1,12 +1,16 @@
 """The real node (`cluster up --node real`, a preview): the kubelet, containerd and runc run pods
-from an image imported into containerd (a static probe program, tests/e2e/realnode/probe.c, FROM
-scratch): the Node reports containerd, a restricted pod runs as its user with no capabilities and
-a seccomp filter (as the pod itself reads them), a pod over its memory limit is OOM-killed by the
-kernel, and `cluster down` leaves no process, mount, cgroup or kernel setting behind, also after
-the supervisor was killed with SIGKILL.
+from images. The charts' images are pulled from the registry on this machine, under the names the
+charts give them: the operator (installed by the chart, reaching the API server at the
+`kubernetes` Service) and the trainer, which trains digits as uid 1000 on a read-only root; an
+image the registry lacks fails as a real pull does, and `diagnose` names it. A static probe
+program (tests/e2e/realnode/probe.c, FROM scratch, imported into containerd) shows the Node
+reports containerd, a restricted pod runs as its user with no capabilities and a seccomp filter
+(as the pod itself reads them), and a pod over its memory limit is OOM-killed by the kernel; and
+`cluster down` leaves no process, mount, cgroup, NAT rule or kernel setting behind, also after the
+supervisor was killed with SIGKILL.
 
-Its own clusters (`--no-operator`: the operator's image needs the local registry, not here yet);
-the first run builds the node (`cluster build --node real`)."""
+Its own clusters; the first run builds the node (`cluster build --node real`). Each cluster's
+containerd holds what it pulled (the trainer's image: about 8 GB), removed after the module."""
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +29,8 @@ from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import host, oci
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders
+from generator.images import trainer as trainer_image
+from generator.images.registry import default as default_registry
 from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
 from tests.support.waiting import wait_for
 
@@ -40,6 +46,8 @@ pytestmark = [
 PROBE = "localhost/pytorchjob-kit/probe:1"
 PROBE_SOURCE = Path(__file__).parent / "realnode" / "probe.c"
 NODE = ["--node", "real", "--no-operator"]
+# The trainer's image as the job chart names it by default, held by the registry on this machine.
+TRAINER = f"{trainer_image.repository()}:{trainer_image.version()}"
 
 
 def probe_archive(folder: Path) -> Path:
@@ -64,7 +72,16 @@ def left_on_machine(cluster_dir: Path) -> dict[str, list]:
     sockets = [str(s) for s in (host.SHIM_SOCKETS / hashlib.sha256(f"{folders.socket}/k8s.io/{sandbox}".encode()).hexdigest()
                                 for sandbox in sandboxes) if s.exists()]
     return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups,
-            "shim sockets": sockets, "log links": host.container_log_links(folders)}
+            "shim sockets": sockets, "log links": host.container_log_links(folders),
+            "nat rules": host.api_routes(cluster_dir)}
+
+
+NOTHING_LEFT = {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": [], "nat rules": []}
+
+
+def forget_images(cluster_dir: Path) -> None:
+    """containerd's content and snapshots of a cluster that is down: gigabytes per cluster."""
+    shutil.rmtree(Folders.of(Layout(cluster_dir)).containerd / "root", ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -72,46 +89,13 @@ def before() -> dict[str, str]:
     return kernel_settings()
 
 
-class Registry:
-    """An HTTP server on loopback that records what containerd asks of the registry it was given
-    (`cluster up --registry`) and holds no image: every request is answered 404."""
-
-    def __init__(self):
-        import http.server
-        import threading
-
-        seen = self.seen = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (the http.server's name)
-                seen.append(self.path)
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_HEAD = do_GET  # noqa: N815
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture(scope="module")
-def registry():
-    r = Registry()
-    yield r
-    r.server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, before, registry):
-    c = start_cluster(tmp_path_factory.mktemp("real"), None, [*NODE, "--registry", registry.address])
+def cluster(tmp_path_factory, before):
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real"])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
     stop_cluster(c)
+    forget_images(c.dir)
 
 
 def pod(name: str, args: list[str], memory: str | None = None) -> dict:
@@ -182,21 +166,86 @@ def _log(core, name: str, namespace: str) -> str | None:
         return None
 
 
-def test_every_image_name_is_pulled_from_the_registry_given(cluster, registry, restricted_ns):
-    """The charts' image names resolve, unchanged, at the registry on this machine (containerd's
-    registry hosts file for every name); this one holds none, so the pull fails as a pull does."""
+class RegistryLog:
+    """What the registry on this machine was asked since this was made, from its own log."""
+
+    def __init__(self):
+        self.path = default_registry().log
+        self.start = self.path.stat().st_size
+
+    def asked(self) -> str:
+        with open(self.path, "rb") as log:
+            log.seek(self.start)
+            return log.read().decode(errors="replace")
+
+
+def test_the_trainer_image_is_pulled_from_the_registry_and_trains_as_uid_1000_on_a_read_only_root(cluster, restricted_ns):
+    """The image named as the chart names it, pulled for this pod (Always) from the registry on this machine."""
     core = cluster.core()
-    spec = pod("pulled", ["status"])
-    spec["spec"]["containers"][0].update(image="ghcr.io/pytorchjob-kit/absent:1.0", imagePullPolicy="Always")
-    core.create_namespaced_pod(restricted_ns, spec)
+    log = RegistryLog()
+    train = "python -m trainer --backend gloo --dataset digits --epochs 1"
+    container = {
+        "name": "pytorch", "image": TRAINER, "imagePullPolicy": "Always",
+        # The image's own user and root, read from inside before training.
+        "command": ["sh", "-c", f"echo uid=$(id -u); touch /probe 2>&1; exec {train}"],
+        "resources": {"limits": {"memory": "4Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "output", "mountPath": "/opt/pytorch/output"}, {"name": "tmp", "mountPath": "/tmp"}]}
+    core.create_namespaced_pod(restricted_ns, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "digits"},
+        "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [container],
+                 "volumes": [{"name": "output", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                     "seccompProfile": {"type": "RuntimeDefault"}}}})
+
+    def ended():
+        phase = core.read_namespaced_pod("digits", restricted_ns).status.phase
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = wait_for(ended, 900, "the trainer pod to end (its first pull is about 3 GB)", interval=2)
+    text = core.read_namespaced_pod_log("digits", restricted_ns)
+    assert phase == "Succeeded", text
+    assert "uid=1000" in text and "touch: cannot touch '/probe': Read-only file system" in text
+    assert "epoch 1/1: test accuracy" in text and "wrote /opt/pytorch/output/mnist_cnn.pt" in text
+    # containerd asked the registry on this machine for it, under the name's registry, over mutual TLS.
+    held = default_registry().has(TRAINER)
+    assert held and f"/v2/{trainer_image.repository()}/manifests/{held}" in log.asked()
+    pulled = [e.message for e in core.list_namespaced_event(restricted_ns, field_selector="involvedObject.name=digits").items
+              if e.reason == "Pulled"]
+    assert pulled and pulled[0].startswith(f'Successfully pulled image "{TRAINER}"'), pulled
+
+
+def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(cluster):
+    """The operator (pulled from the registry, reaching the API server through the `kubernetes`
+    Service) makes the job's pod; the node's pull fails for real, and `diagnose` reads it."""
+    absent = "ghcr.io/pytorchjob-kit/absent:1.0"
+    log = RegistryLog()
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "absent", "namespace": "default"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {
+               "spec": {"containers": [{"name": "pytorch", "image": absent}]}}}}}}
+    from kubernetes import client
+
+    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                           "pytorchjobs", job)
+    core = cluster.core()
 
     def waiting():
-        statuses = core.read_namespaced_pod("pulled", restricted_ns).status.container_statuses or []
+        try:
+            statuses = core.read_namespaced_pod("absent-master-0", "default").status.container_statuses or []
+        except client.ApiException:
+            return None
         reason = statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
         return reason if reason in ("ErrImagePull", "ImagePullBackOff") else None
 
-    wait_for(waiting, 120, "the pull to fail")
-    assert "/v2/pytorchjob-kit/absent/manifests/1.0?ns=ghcr.io" in registry.seen, registry.seen
+    wait_for(waiting, 180, "the job's pod to fail its pull")
+    # (A manifest the registry lacks is logged as an error, by its tag.)
+    assert "/v2/ghcr.io/pytorchjob-kit/absent/manifests/1.0" in log.asked()
+    report = cluster.cli("diagnose", "absent", "-n", "default")
+    assert report.returncode == 1, report.stderr
+    text = " ".join(report.stdout.split())
+    assert "Pod/absent-master-0: ErrImagePull" in text or "Pod/absent-master-0: ImagePullBackOff" in text, text
+    assert f'failed to pull and unpack image "{absent}"' in text, text
 
 
 def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):
@@ -210,6 +259,37 @@ def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restri
     ended = wait_for(terminated, 120, "the hungry pod's container to end")
     assert (ended.reason, ended.exit_code) == ("OOMKilled", 137)
     assert "ate 400 MiB" not in core.read_namespaced_pod_log("hungry", restricted_ns)
+
+
+# The operator chart's `helm test` image (curl), from the registry on this machine.
+CURL = "docker.io/curlimages/curl:8.10.1"
+WHOAMI = ('S=/var/run/secrets/kubernetes.io/serviceaccount; curl -s -o /dev/null -w "%{http_code}" --cacert $S/ca.crt '
+          '-H "Authorization: Bearer $(cat $S/token)" -H "Content-Type: application/json" -X POST '
+          '-d \'{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}\' '
+          'https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/apis/authentication.k8s.io/v1/selfsubjectreviews')
+
+
+def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(cluster, tmp_path_factory):
+    """Both clusters' pods dial the same `kubernetes` Service address; each reaches its own API
+    server, which alone knows its CA and accepts its service account's token (201, not a TLS
+    failure or 401)."""
+    side = start_cluster(tmp_path_factory.mktemp("real-side"), None, NODE)
+    try:
+        for c in (cluster, side):
+            c.core().create_namespaced_pod("default", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "whoami"},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "curl", "image": CURL,
+                                                                   "command": ["sh", "-c", WHOAMI]}]}})
+        for c in (cluster, side):
+            core = c.core()
+            wait_for(lambda core=core: core.read_namespaced_pod("whoami", "default").status.phase in ("Succeeded", "Failed"),
+                     180, "the whoami pod to end")
+            assert core.read_namespaced_pod_log("whoami", "default") == "201"
+    finally:
+        stop_cluster(side)
+        forget_images(side.dir)
+    # Its `cluster down` took its own rule away, and left this cluster's.
+    assert host.api_routes(side.dir) == [] and len(host.api_routes(cluster.dir)) == 1
 
 
 def run_a_pod(c) -> None:
@@ -227,7 +307,7 @@ def run_a_pod(c) -> None:
 def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
     run_a_pod(cluster)
     stop_cluster(cluster)
-    assert left_on_machine(cluster.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
+    assert left_on_machine(cluster.dir) == NOTHING_LEFT
     assert kernel_settings() == before
     # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
     (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
@@ -243,5 +323,6 @@ def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, b
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
              Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
     stop_cluster(c)
-    assert left_on_machine(c.dir) == {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": []}
+    assert left_on_machine(c.dir) == NOTHING_LEFT
     assert kernel_settings() == before
+    forget_images(c.dir)

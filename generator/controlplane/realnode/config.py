@@ -4,6 +4,7 @@ bridge conflist, the KubeletConfiguration, and the two components' argv. Nothing
 process or writes a file; realnode/node.py does."""
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,13 @@ from generator.controlplane.realnode import build
 # A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
 SOCKET_PATH_MAX = 107
 CNI_CONFLIST = "10-pytorchjob-kit.conflist"
+# The `kubernetes` Service: the first address of the service range, port 443; the kubelet gives
+# every pod these as KUBERNETES_SERVICE_HOST and _PORT, where in-cluster clients dial the API server.
+KUBERNETES_SERVICE = (str(ipaddress.ip_network(components.SERVICE_RANGE)[1]), 443)
+# The comment that marks the cluster's netfilter rule, followed by the cluster's folder.
+RULE_MARK = "pytorchjob-kit"
+# The registry's CA and client pair, named as in its client folder (podman's and skopeo's --cert-dir).
+REGISTRY_CLIENT_FILES = ("ca.crt", "client.cert", "client.key")
 
 
 @dataclass(frozen=True)
@@ -44,8 +52,14 @@ class Folders:
 
     @property
     def registry_hosts(self) -> Path:
-        """containerd's `config_path`: one folder per registry name, `_default` for every name."""
+        """containerd's `config_path`: one folder per registry name (`host_port_` for host:port)."""
         return self.root / "certs.d"
+
+    @property
+    def registry_client(self) -> Path:
+        """The node's copy of the machine registry's CA and client certificate (0600 each): the
+        hosts files name them here, in the cluster's folder, never in the registry's."""
+        return self.root / "registry-client"
 
     @property
     def cni_conf(self) -> Path:
@@ -79,13 +93,22 @@ class NodePorts:
 
 
 @dataclass(frozen=True)
+class Mirror:
+    """The registry on this machine as the node's containerd pulls from it: its address, and the
+    registry names it holds images under (the first part of each of its repositories: ghcr.io,
+    docker.io, ...), each of which containerd sends there first."""
+    address: str  # 127.0.0.1:PORT, mutual TLS
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RealNode:
     """Everything the node's configuration depends on, chosen before containerd starts."""
     control_plane: components.ControlPlane
     ports: NodePorts
     runc: Path
     cni_bin: Path
-    registry: str | None = None  # host:port of a plain-HTTP registry on this machine that serves every image name
+    mirror: Mirror | None = None
 
     @property
     def layout(self) -> Layout:
@@ -205,13 +228,45 @@ def containerd_config(node: RealNode) -> str:
     })
 
 
+def host_directory(name: str) -> str:
+    """The folder containerd looks up for a registry name: `host:port` is written `host_port_`."""
+    host, sep, port = name.rpartition(":")
+    return f"{host}_{port}_" if sep and port.isdigit() else name
+
+
 def registry_hosts(node: RealNode) -> dict[Path, str]:
-    """containerd's hosts file that sends every registry name (`_default`) to the registry on this
-    machine, so the charts' image names resolve there unchanged; none without a registry."""
-    if not node.registry:
+    """containerd's hosts file for each registry name the machine's registry holds images under:
+    a pull of `ghcr.io/kubeflow/x:1` asks https://ADDRESS/v2/ghcr.io/kubeflow/x/... (the
+    registry keeps each image under its full upstream name, so the name's registry is a part of
+    the path, and `override_path` keeps containerd from adding its own /v2), with the registry's
+    CA and client certificate. Only then, as for any mirror, the name's own registry, where this
+    machine reaches it. `_default` cannot serve here: its hosts file is the same for every name,
+    and the name is what the path must carry."""
+    if node.mirror is None:
         return {}
-    return {node.folders.registry_hosts / "_default" / "hosts.toml":
-            toml({"host": {f"http://{node.registry}": {"capabilities": ["pull", "resolve"]}}})}
+    client = node.folders.registry_client
+    ca, cert, key = (str(client / name) for name in REGISTRY_CLIENT_FILES)
+    return {node.folders.registry_hosts / host_directory(name) / "hosts.toml": toml({"host": {
+        f"https://{node.mirror.address}/v2/{name}": {"capabilities": ["pull", "resolve"], "ca": ca,
+                                                      "client": [[cert, key]], "override_path": True}}})
+        for name in node.mirror.names}
+
+
+def api_service_rule(node: RealNode) -> list[str]:
+    """The NAT rule (iptables' words after `-A PREROUTING`) that takes what the cluster's pods send
+    to the `kubernetes` Service to the API server: the controllers the charts install (the
+    training-operator, Trainer, JobSet) reach it by their in-cluster configuration, and no
+    kube-proxy runs. Only connections that come in on the cluster's own bridge match, so two
+    clusters side by side each keep theirs; the comment names the cluster, for `cluster down`."""
+    cp = node.control_plane
+    host, port = KUBERNETES_SERVICE
+    return ["-i", cp.bridge, "-d", f"{host}/32", "-p", "tcp", "-m", "tcp", "--dport", str(port),
+            "-m", "comment", "--comment", rule_comment(node.layout.root), "-j", "DNAT",
+            "--to-destination", f"{cp.address}:{cp.ports.apiserver}"]
+
+
+def rule_comment(root: Path) -> str:
+    return f"{RULE_MARK} {root}"
 
 
 def cni_conflist(node: RealNode) -> str:

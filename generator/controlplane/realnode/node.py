@@ -1,9 +1,11 @@
 """The real node's bring-up step (`cluster up --node real`): containerd with the node's
-configuration, the pause image imported into it, the cluster's cgroup made in every hierarchy, the
-kernel settings recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
+configuration (pulling from the machine's registry), the pause image imported into it, the NAT
+rule to the API server, the cluster's cgroup made in every hierarchy, the kernel settings
+recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
 it stops every child; `teardown` undoes what they leave on the machine."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +16,8 @@ from generator.controlplane import operator, pki, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import build, config, host
 from generator.errors import UserError
+from generator.images import registry
+from generator.images.registry import Registry
 
 if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
@@ -22,7 +26,33 @@ if TYPE_CHECKING:
 def describe(sup: Supervisor) -> config.RealNode:
     runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
     free = ports.free_port
-    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free()), runc, cni, sup.node.registry)
+    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free()), runc, cni, mirror())
+
+
+def mirror(reg: Registry | None = None) -> config.Mirror:
+    """The machine's registry (the bring-up's first step started it) and the registry names it
+    holds images under now."""
+    reg = reg or registry.default()
+    if not reg.address:
+        raise UserError(f"the registry in {reg.root} is not running, and the real node pulls every image from it: "
+                        "run `python -m generator image registry up`, then `cluster up` again")
+    return config.Mirror(reg.address, registry_names(reg.catalog()))
+
+
+def registry_names(held: list[str]) -> tuple[str, ...]:
+    """The registries of the names a registry holds (every one written out, as `docker.io/library/alpine:3.10`)."""
+    return tuple(sorted({name.split("/", 1)[0] for name in held if "/" in name}))
+
+
+def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
+    """The registry's CA and client pair into the node's folder (0700), each 0600, for containerd's hosts files."""
+    folders.registry_client.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folders.registry_client.chmod(0o700)
+    for name in config.REGISTRY_CLIENT_FILES:
+        fd = os.open(folders.registry_client / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(fd, 0o600)
+            out.write((reg.certs / name).read_bytes())
 
 
 def start(sup: Supervisor) -> None:
@@ -36,6 +66,7 @@ def start(sup: Supervisor) -> None:
         print(f"removed what an earlier run left: {'; '.join(done)}", flush=True)
     folders.root.mkdir(mode=0o700, exist_ok=True)
     folders.root.chmod(0o700)
+    copy_registry_client(registry.default(), folders)
     cert = config.serving_certificate(node)
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn, org=cert.org, server=True, names=[node.name],
                                         ips=list(cert.ips))
@@ -45,6 +76,7 @@ def start(sup: Supervisor) -> None:
                          containerd)
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
+    host.add_api_route(config.api_service_rule(node))
     host.make_cgroup_root(sup.layout.root)
     values = host.hold_kernel_settings(sup.layout.root)
     print("kernel settings before the kubelet (put back at cluster down): "

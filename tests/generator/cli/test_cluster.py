@@ -26,13 +26,8 @@ from tests.support.waiting import wait_for
     (["--image", "my/trainer=my/other"], "'my/trainer=my/other': my/other is not a folder here, nor a known image; "
                                          "write REPO=host"),
     (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
-    (["--registry", "127.0.0.1:5000"], "--registry points the real node's containerd at a registry; add --node real"),
     (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
      "--image maps images to programs of the process node; the real node runs images"),
-    (["--node", "real"], "the real node pulls the operator's and Trainer's images, and no registry serves them here: "
-                         "add --registry HOST:PORT"),
-    (["--node", "real", "--no-operator", "--trainer"], "add --registry HOST:PORT (a registry on this machine holding "
-                                                       "them) or --no-operator (and no --trainer)"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)

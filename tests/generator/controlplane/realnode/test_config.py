@@ -20,11 +20,11 @@ tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11'
 PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_manager=10257, scheduler=10259)
 
 
-def real_node(root: Path, registry: str | None = None) -> config.RealNode:
+def real_node(root: Path, mirror: config.Mirror | None = None) -> config.RealNode:
     cp = components.ControlPlane(Layout(root), "10.244.7.1", "pjk0000", "10.244.7.0/24", PORTS, "box",
-                                 NodeOptions(kind="real", registry=registry))
+                                 NodeOptions(kind="real"))
     return config.RealNode(cp, config.NodePorts(kubelet=10250, healthz=10248), Path("/usr/sbin/runc"),
-                           Path("/usr/lib/cni"), registry)
+                           Path("/usr/lib/cni"), mirror)
 
 
 @pytest.fixture
@@ -63,13 +63,31 @@ def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_imag
     assert plugins["io.containerd.grpc.v1.cri"] == {"stream_server_address": "127.0.0.1", "stream_server_port": "0"}
 
 
-def test_registry_hosts_send_every_image_name_to_the_registry_given(tmp_path):
-    node = real_node(tmp_path / "c", registry="127.0.0.1:5000")
+MIRROR = config.Mirror("127.0.0.1:5000", ("docker.io", "ghcr.io", "localhost:5001", "us-central1-docker.pkg.dev"))
+
+
+def test_each_registry_name_the_machines_registry_holds_is_pulled_from_it_over_mutual_tls(tmp_path):
+    node = real_node(tmp_path / "c", MIRROR)
     hosts_dir = tomllib.loads(config.containerd_config(node))["plugins"]["io.containerd.cri.v1.images"]["registry"]
-    assert hosts_dir == {"config_path": str(tmp_path / "c" / "node" / "certs.d")}
+    certs_d = tmp_path / "c" / "node" / "certs.d"
+    assert hosts_dir == {"config_path": str(certs_d)}
     files = config.registry_hosts(node)
-    assert list(files) == [tmp_path / "c" / "node" / "certs.d" / "_default" / "hosts.toml"]
-    assert tomllib.loads(files[next(iter(files))]) == {"host": {"http://127.0.0.1:5000": {"capabilities": ["pull", "resolve"]}}}
+    # containerd looks a name up as its folder; host:port is written host_port_.
+    assert sorted(files) == [certs_d / d / "hosts.toml" for d in
+                             ("docker.io", "ghcr.io", "localhost_5001_", "us-central1-docker.pkg.dev")]
+    client = tmp_path / "c" / "node" / "registry-client"
+    # The registry holds ghcr.io/kubeflow/x as that repository: the name's registry is the first part of the path.
+    assert tomllib.loads(files[certs_d / "ghcr.io" / "hosts.toml"]) == {"host": {"https://127.0.0.1:5000/v2/ghcr.io": {
+        "capabilities": ["pull", "resolve"], "ca": str(client / "ca.crt"),
+        "client": [[str(client / "client.cert"), str(client / "client.key")]], "override_path": True}}}
+    docker = tomllib.loads(files[certs_d / "docker.io" / "hosts.toml"])
+    assert list(docker["host"]) == ["https://127.0.0.1:5000/v2/docker.io"]
+    # No `server`: a name the registry lacks is then asked of its own registry, as with any mirror.
+    assert "server" not in docker
+    assert set(config.containerd(node).files) >= set(files)
+
+
+def test_without_a_registry_no_name_is_redirected(tmp_path):
     assert config.registry_hosts(real_node(tmp_path / "d")) == {}
 
 
@@ -147,3 +165,17 @@ def test_a_folder_too_deep_for_containerds_sockets_is_refused_naming_the_socket(
 def test_toml_quotes_keys_with_dots_and_writes_nested_tables():
     text = config.toml({"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}})
     assert tomllib.loads(text) == {"a": 1, "b": {"c.d": {"e": ["x"], "f": True}}, "g": {"h": "i"}}
+
+
+def test_pods_reach_the_api_server_at_the_kubernetes_service_through_a_rule_of_their_bridge_alone(node):
+    rule = config.api_service_rule(node)
+    options = dict(zip(rule[::2], rule[1::2], strict=True))  # every word of this rule is an option and its value
+    # What the kubelet tells every pod (KUBERNETES_SERVICE_HOST, _PORT) is where in-cluster clients dial.
+    assert (options["-d"], options["--dport"]) == ("10.96.0.1/32", "443")
+    assert options["--to-destination"] == "10.244.7.1:6443" and options["-j"] == "DNAT"
+    # Another cluster's pods come in on another bridge: its rule never matches them.
+    assert options["-i"] == "pjk0000"
+    assert options["--comment"] == f"pytorchjob-kit {node.layout.root}"
+    # The API server's certificate is for that address too, or the clients would refuse it.
+    serving = {c.stem: c for c in components.certificates(node.control_plane)}[components.serving_stem(node.control_plane)]
+    assert "10.96.0.1" in serving.ips

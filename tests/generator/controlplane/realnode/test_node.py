@@ -1,0 +1,38 @@
+"""What the real node takes from the machine's registry: the registry names it redirects, and its
+own copy of the registry's client certificate, which no other user of the machine may read."""
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from generator.controlplane.layout import Layout
+from generator.controlplane.realnode import config, node
+from generator.errors import UserError
+from generator.images.registry import Registry
+
+
+def test_the_registry_names_are_those_the_registry_holds_images_under():
+    held = ["docker.io/library/alpine:3.10", "docker.io/curlimages/curl:8.10.1", "ghcr.io/pytorchjob-kit/trainer:0.1.0",
+            "localhost:5001/own:1", "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main"]
+    assert node.registry_names(held) == ("docker.io", "ghcr.io", "localhost:5001", "us-central1-docker.pkg.dev")
+
+
+def test_the_node_copies_the_registry_client_into_its_own_folder_readable_by_root_alone(tmp_path):
+    reg = Registry(tmp_path / "registry")
+    reg.certs.mkdir(parents=True)
+    for name in config.REGISTRY_CLIENT_FILES:
+        (reg.certs / name).write_text(f"{name} PEM\n")
+    folders = config.Folders.of(Layout(tmp_path / "cluster"))
+    node.copy_registry_client(reg, folders)
+    node.copy_registry_client(reg, folders)  # a restart of the node writes them again
+    assert stat.S_IMODE(folders.registry_client.stat().st_mode) == 0o700
+    for name in config.REGISTRY_CLIENT_FILES:
+        copy = folders.registry_client / name
+        assert copy.read_text() == f"{name} PEM\n"
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+
+
+def test_a_registry_that_is_not_running_is_named_with_how_to_start_it(tmp_path):
+    with pytest.raises(UserError, match=r"the registry in .* is not running.*`python -m generator image registry up`"):
+        node.mirror(Registry(tmp_path / "registry"))
