@@ -36,9 +36,8 @@ class NodeOptions:
     # The Pod Security Standard enforced in every namespace that does not choose its own by label.
     pod_security: str = "baseline"
     # Which node runs the pods: "process" (the process kubelet) or "real" (the kubelet, containerd
-    # and runc: realnode/), and for the real one, a registry on this machine serving every image name.
+    # and runc: realnode/, pulling from the registry on this machine).
     kind: str = "process"
-    registry: str | None = None
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
