@@ -26,10 +26,12 @@ def read(file: str, release: str, namespace: str, target: str | None = None) -> 
             raise UserError(findings, source=file)
         return objects, False
     values = values_io.mapping_of(documents, file)
-    checked = validation.check_values({**values, "target": target} if target else values, release, namespace)
+    values = {**values, "target": target} if target else values
+    kind = kinds.for_values(values)
+    checked = validation.check_values(values, kind, release, namespace)
     if checked.findings:
         raise UserError(checked.findings, source=file)
-    findings = kinds.for_objects(checked.objects).check_rendered(checked.objects)
+    findings = kind.check_rendered(checked.objects)
     if findings:
         raise UserError(findings, source=file)
     return checked.objects, True
@@ -41,7 +43,7 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
     runtime it names, when that is in the file), told apart by their content as `read` tells them;
     with chart "pytorch-operator", values for the operator chart. Only the findings and warnings
     are set. Pods that leave the command to the image are also checked against the image's config
-    (validation.image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
+    (the kind's image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
     documents = values_io.load_documents(path)
     if chart == "pytorch-operator":
         return validation.Checked(validation.check_operator_values(values_io.mapping_of(documents, path), release).findings)
@@ -51,9 +53,10 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
         findings = kind.check(objects, path)
         if findings:
             return validation.Checked(findings)
-        return validation.Checked([], warnings=kind.advice(objects)
-                                  + validation.image_warnings(kind.job_of(objects), reader))
+        return validation.Checked([], warnings=kind.advice(objects) + kind.image_warnings(kind.job_of(objects), reader))
     values = values_io.mapping_of(documents, path)
-    checked = validation.check_values({**values, "target": target} if target else values, release)
-    more = validation.image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
+    values = {**values, "target": target} if target else values
+    kind = kinds.for_values(values)
+    checked = validation.check_values(values, kind, release)
+    more = kind.image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
     return validation.Checked(checked.findings, warnings=checked.warnings + more)

@@ -8,7 +8,7 @@ import yaml
 
 from generator.convert import jobs
 from generator.convert.report import CHANGES, REFUSED, SAME
-from generator.job import runtime
+from generator.kinds.trainjob import runtime
 from tests.support import MANIFESTS, conversions, kube, our_manifests, upstream_examples
 
 # What each case comes to, and (for a refusal) the path that says why.
