@@ -1,6 +1,5 @@
 """`python -m generator run`: a job's pods as processes of this machine, their env, folders and
 signals (the operator's restarts and success: kinds/pytorchjob/test_contract.py)."""
-import json
 import os
 import signal
 import sys
@@ -13,66 +12,6 @@ from generator.kinds.pytorchjob import plan as v1_plan
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
 from tests.support.waiting import wait_for
-
-PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
-             "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
-             "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
-
-
-def env_lines(stdout: str) -> dict:
-    out = {}
-    for line in stdout.splitlines():
-        replica, sep, text = line.partition(" | ")
-        if sep and text.startswith("{"):
-            out[replica.strip()] = json.loads(text)
-    return out
-
-
-def test_env_contract_of_every_replica(tmp_path):
-    body, marker = local_jobs.job("envjob", PRINT_ENV, PRINT_ENV, workers=2, extra_env=[
-        {"name": "GREETING", "value": "hi"}, {"name": "OUT", "value": "/opt/pytorch/output/x"},
-        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
-    for spec in body["spec"]["pytorchReplicaSpecs"].values():
-        pod = spec["template"]["spec"]
-        pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/opt/pytorch/output"}]
-        pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "results"}}]
-    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
-    assert code == 0, err
-    envs = env_lines(out)
-    assert set(envs) == {"master-0", "worker-0", "worker-1"}
-    port = envs["master-0"]["MASTER_PORT"]
-    for rank, replica in enumerate(["master-0", "worker-0", "worker-1"]):
-        e = envs[replica]
-        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["WORLD_SIZE"], e["RANK"]) == ("127.0.0.1", port, "3", str(rank))
-        assert e["LOCAL_RANK"] is None and e["PYTHONUNBUFFERED"] == "1"
-        assert (e["PET_MASTER_ADDR"], e["PET_NNODES"], e["PET_NODE_RANK"]) == ("127.0.0.1", "3", str(rank))
-        assert e["GREETING"] == "hi" and e["POD"] == f"envjob-{replica}"
-        assert e["OUT"] == str(tmp_path / "run" / "results" / "x")  # the mount path, mapped to a folder
-    assert "job succeeded: the Master succeeded" in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_plan_maps_commands_nproc_and_elastic(tmp_path):
-    body, _ = local_jobs.job("plan", "pass", "pass", workers=1)
-    body["spec"]["nprocPerNode"] = "2"
-    for spec in body["spec"]["pytorchReplicaSpecs"].values():
-        c = spec["template"]["spec"]["containers"][0]
-        c["command"], c["args"] = ["torchrun", "--module", "trainer"], ["--output-dir=/data/out"]
-        c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "data", "mountPath": "/data"}]
-        spec["template"]["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                                               {"name": "data", "emptyDir": {}}]
-    plan = v1_plan.plan(body, tmp_path)
-    master, worker = plan.replicas
-    assert master.argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert master.argv[-1] == f"--output-dir={tmp_path}/pods/master-0/data/out"
-    assert worker.env["WORLD_SIZE"] == "4" and worker.env["PET_NPROC_PER_NODE"] == "2"
-    assert "/dev/shm" not in master.mounts
-    body["spec"]["pytorchReplicaSpecs"].pop("Master")
-    body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 4}
-    (only,) = v1_plan.plan(body, tmp_path).replicas
-    assert only.env["PET_NNODES"] == "1:3" and only.env["PET_RDZV_BACKEND"] == "c10d"
-    assert only.env["PET_RDZV_ENDPOINT"].startswith("127.0.0.1:") and only.env["PET_MAX_RESTARTS"] == "4"
-    assert "MASTER_ADDR" not in only.env
 
 
 def test_no_command_runs_the_image_entrypoint(tmp_path):

@@ -1,5 +1,6 @@
 """The training operator's contract as `generator run` plays it (kinds/pytorchjob/contract.py):
-which exits each restart policy retries, backoffLimit, and when the job has succeeded."""
+the env it injects, which exits each restart policy retries, backoffLimit, and when the job has succeeded."""
+import json
 import time
 
 import pytest
@@ -7,6 +8,43 @@ import pytest
 from generator.kinds.pytorchjob.contract import retryable
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
+
+PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
+             "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
+             "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
+
+
+def env_lines(stdout: str) -> dict:
+    out = {}
+    for line in stdout.splitlines():
+        replica, sep, text = line.partition(" | ")
+        if sep and text.startswith("{"):
+            out[replica.strip()] = json.loads(text)
+    return out
+
+
+def test_env_contract_of_every_replica(tmp_path):
+    body, marker = local_jobs.job("envjob", PRINT_ENV, PRINT_ENV, workers=2, extra_env=[
+        {"name": "GREETING", "value": "hi"}, {"name": "OUT", "value": "/opt/pytorch/output/x"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+    for spec in body["spec"]["pytorchReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/opt/pytorch/output"}]
+        pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "results"}}]
+    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
+    assert code == 0, err
+    envs = env_lines(out)
+    assert set(envs) == {"master-0", "worker-0", "worker-1"}
+    port = envs["master-0"]["MASTER_PORT"]
+    for rank, replica in enumerate(["master-0", "worker-0", "worker-1"]):
+        e = envs[replica]
+        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["WORLD_SIZE"], e["RANK"]) == ("127.0.0.1", port, "3", str(rank))
+        assert e["LOCAL_RANK"] is None and e["PYTHONUNBUFFERED"] == "1"
+        assert (e["PET_MASTER_ADDR"], e["PET_NNODES"], e["PET_NODE_RANK"]) == ("127.0.0.1", "3", str(rank))
+        assert e["GREETING"] == "hi" and e["POD"] == f"envjob-{replica}"
+        assert e["OUT"] == str(tmp_path / "run" / "results" / "x")  # the mount path, mapped to a folder
+    assert "job succeeded: the Master succeeded" in err
+    assert local_jobs.alive(marker) == []
 
 
 def test_restart_policy_never_fails_the_job_naming_replica_code_and_last_lines(tmp_path):
