@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.kinds.trainjob.runtime import KIND
+from generator.kinds.trainjob.runtime import KIND, RESERVED_ENV
 from generator.local.policy import Policy
 
 
@@ -13,9 +13,7 @@ from generator.local.policy import Policy
 class JobSetPolicy(Policy):
     node_backoff_limit: int  # failed node starts the node Job takes before it fails
     max_set_restarts: int  # JobSet failurePolicy.maxRestarts: whole-set restarts before the TrainJob fails
-    # The torch plugin's variables (runtime.RESERVED_ENV) and the Indexed Job's, in the order --dry-run shows them.
-    shown_env = ("PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", "PET_MASTER_ADDR", "PET_MASTER_PORT",
-                 "JOB_COMPLETION_INDEX")
+    shown_env = (*RESERVED_ENV, "JOB_COMPLETION_INDEX")  # the torch plugin's variables, and the Indexed Job's
 
     def headline(self, plan) -> str:
         then = (f"then JobSet restarts every node, up to {self.max_set_restarts} time(s)" if self.max_set_restarts

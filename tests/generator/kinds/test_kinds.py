@@ -94,6 +94,13 @@ def test_a_file_is_the_kind_of_the_job_it_holds():
     assert kinds.TRAINJOB.job_of([runtime, trainjob]) is trainjob
 
 
+def test_values_are_the_kind_their_target_renders_and_the_charts_default_without_one():
+    assert kinds.for_values({"target": "v2", "job": {"name": "a"}}) is kinds.TRAINJOB
+    assert kinds.for_values({"target": "v1"}) is kinds.PYTORCHJOB
+    assert kinds.for_values({}) is kinds.DEFAULT is kinds.PYTORCHJOB  # the chart's target: v1
+    assert kinds.for_values({"target": None}) is kinds.DEFAULT  # null removes the value, as Helm does
+
+
 def test_a_kind_by_name_and_an_unknown_name_refused_with_the_known_ones():
     assert kinds.get("TrainJob") is kinds.TRAINJOB
     with pytest.raises(UserError, match="MPIJob.*PyTorchJob, TrainJob"):
