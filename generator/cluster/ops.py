@@ -5,7 +5,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator import kinds
 from generator.cluster import client as api
 from generator.errors import UserError
 from generator.kinds import source
@@ -32,8 +31,8 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     TrainingRuntime) and the job itself: a PyTorchJob, or a Trainer v2 TrainJob."""
     from generator import helm, paths
 
-    objects, chart = source.read(file, release, c.namespace, target)
-    kind = kinds.for_objects(objects)
+    loaded = source.read(file, release, c.namespace, target)
+    objects, chart, kind = loaded.objects, loaded.rendered, loaded.kind
     job = kind.job_of(objects)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:

@@ -152,7 +152,6 @@ def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
     the plan prints them on a network at the first subnet of podman's pool."""
     import re
 
-    from generator import kinds
     from generator.kinds import source
     from tests.support import ROOT
 
@@ -161,7 +160,6 @@ def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
                      re.S | re.M).group(1).replace("\\\n", " ")
     code, _, err = run(*demo.split(), str(tmp_path / "demo-values.yaml"))
     assert code == 0, err
-    objects = source.load(str(tmp_path / "demo-values.yaml"), "demo", "default", None)
-    plan = kinds.for_objects(objects).plan(objects, Path("runs/demo"), "default", None,
-                                           local_plan.Network("demo", "10.89.0.0/24"))
+    loaded = source.read(str(tmp_path / "demo-values.yaml"), "demo", "default", None)
+    plan = loaded.kind.plan(loaded.objects, Path("runs/demo"), "default", None, local_plan.Network("demo", "10.89.0.0/24"))
     assert shown.splitlines()[:2] == local_plan.describe(plan).splitlines()[:2]
