@@ -13,6 +13,8 @@ from tests.support import ROOT, leftovers, local_jobs
 HANGING_TEST = '''
 import os, subprocess, sys, time
 
+from generator.container.ports import free_port
+from generator.kinds.trainjob.contract import JobSetPolicy
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
@@ -33,11 +35,11 @@ def test_hangs_with_processes_of_every_kind_running(tmp_path):
                     "'import time; time.sleep(300)'], start_new_session=True)"], env=MARK, check=True)
     # the runner in this process: torchrun waiting for a second node that never comes, and a sleeper
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node",
-                "1", "--master-addr", "127.0.0.1", "--master-port", str(local_plan.free_port()), "--no-python",
+                "1", "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "--no-python",
                 sys.executable, "-c", "print('never')"]
     replicas = [local_plan.Replica("node-0-0", "Node", 0, "OnFailure", torchrun, dict(MARK)),
                 local_plan.Replica("node-0-1", "Node", 1, "OnFailure", [sys.executable, "-c", SLEEP], dict(MARK))]
-    plan = local_plan.Plan("hang", tmp_path / "run", replicas, None, None, [], "TrainJob", 0, 0)
+    plan = local_plan.Plan("hang", tmp_path / "run", replicas, JobSetPolicy(0, 0), None, [])
     local_run.Runner(plan, out=local_jobs.Sink()).run()
 '''
 

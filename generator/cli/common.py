@@ -13,7 +13,7 @@ def _name(kind: str):
     """A click callback that refuses a name Helm or Kubernetes would refuse, before anything uses it
     (a release such as `--set=x` would otherwise become a flag of the helm command line)."""
     def check(ctx, param, value):
-        from generator.job.admission import name_problem
+        from generator.job.kube import name_problem
 
         problem = value is not None and name_problem(kind, value)
         if problem:

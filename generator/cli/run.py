@@ -25,15 +25,14 @@ from generator.cli.common import image_option, namespace_option, release_option,
 def command(file, release, namespace, run_dir, dry_run, aliases, target, container) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
-    from generator import kinds
     from generator.errors import UserError
     from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
 
-    objects = source.load(file, release, namespace, target)
-    kind = kinds.for_objects(objects)
-    name = kind.job_of(objects)["metadata"]["name"]
+    loaded = source.read(file, release, namespace, target)
+    objects, kind = loaded.objects, loaded.kind
+    name = loaded.job["metadata"]["name"]
     eng = network = None
     if container:
         from generator.container import programs

@@ -5,7 +5,7 @@ import click
 
 from generator.cli.common import emit, fail_if, output_option, release_option, target_option
 from generator.errors import UserError
-from generator.job.admission import RESTART_POLICIES
+from generator.kinds.pytorchjob.admission import RESTART_POLICIES
 
 
 @click.command("values")
@@ -41,21 +41,20 @@ from generator.job.admission import RESTART_POLICIES
 @output_option
 def command(base, sets, release, output, **flags) -> None:
     """Write values for charts/pytorchjob from a short job description."""
+    from generator import kinds
     from generator.job import describe, validation, values_io
 
     base_values = values_io.load_mapping(base) if base else {}
     flags = {k: v for k, v in flags.items() if v not in (None, ())}
     description = describe.Description(sets=[_parse_set(s) for s in sets], **flags)
-    values = describe.build(description, base_values)
-    checked = validation.check_values(values, release)
+    values = describe.build(description, kinds.for_values, base_values)
+    kind = kinds.for_values(values)
+    checked = validation.check_values(values, kind, release)
     fail_if(checked.findings, f"{base} with the flags" if base else "values")
     emit(values_io.dump(values), output)
-    job = checked.job or validation.check_values({**values, "target": "v1"}, release).job
-    from generator import kinds
-
-    trainjob = next((o for o in checked.objects if kinds.TRAINJOB.owns(o)), None)
-    if job:
-        click.echo(describe.summary(values, job, trainjob), err=True)
+    said = kind.summary(values, checked, release)
+    if said:
+        click.echo(said, err=True)
     for warning in checked.warnings:  # valid all the same, as `validate` says
         click.echo(f"warning: {warning.render()}", err=True)
 

@@ -93,7 +93,7 @@ def call(cluster: Cluster, verb: str, resource: str, name: str, fn, *args, **kwa
             pause = min(pause * 2, 2.0)
 
 
-def get_job(cluster: Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> dict | None:
+def get_job(cluster: Cluster, name: str, kind: JobKind) -> dict | None:
     return get_custom(cluster, kind.group, kind.version, kind.plural, name)
 
 
@@ -151,7 +151,7 @@ def apply_custom(cluster: Cluster, obj: dict, plural: str, dry_run: bool = False
     return applied or {}
 
 
-def apply_job(cluster: Cluster, job: dict, dry_run: bool = False, kind: JobKind = kinds.DEFAULT) -> dict:
+def apply_job(cluster: Cluster, job: dict, dry_run: bool, kind: JobKind) -> dict:
     return apply_custom(cluster, job, kind.plural, dry_run)
 
 
@@ -164,12 +164,12 @@ def apply_pvc(cluster: Cluster, pvc: dict, dry_run: bool = False) -> dict:
                 cluster.core.patch_namespaced_persistent_volume_claim, name, cluster.namespace, pvc, **kwargs)
 
 
-def delete_job(cluster: Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> None:
+def delete_job(cluster: Cluster, name: str, kind: JobKind) -> None:
     call(cluster, "delete", kind.plural, name, cluster.custom.delete_namespaced_custom_object, kind.group, kind.version,
          cluster.namespace, kind.plural, name, propagation_policy="Foreground")
 
 
-def pods(cluster: Cluster, job: str, kind: JobKind = kinds.DEFAULT) -> list:
+def pods(cluster: Cluster, job: str, kind: JobKind) -> list:
     result = call(cluster, "list", "pods", job, cluster.core.list_namespaced_pod, cluster.namespace,
                   label_selector=f"{kind.pod_label}={job}")
     return sorted(result.items, key=lambda p: replica_name(p))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-from generator import kinds
 from generator.cluster import client as cluster
 from generator.errors import UserError
 from generator.kinds.base import JobKind
@@ -34,7 +33,7 @@ def _split(line: str) -> tuple[str, str]:
     return stamp, text
 
 
-def dump(c, job: str, replica: str | None, previous: bool, echo, kind: JobKind = kinds.DEFAULT) -> None:
+def dump(c, job: str, replica: str | None, previous: bool, echo, kind: JobKind) -> None:
     """Every selected pod's log, merged in time order by the kubelet's timestamps."""
     from kubernetes.client.exceptions import ApiException
 
@@ -67,7 +66,7 @@ def dump(c, job: str, replica: str | None, previous: bool, echo, kind: JobKind =
         echo(f"{name.ljust(width)} | {body}")
 
 
-def follow(c, job: str, replica: str | None, echo, tick=None, kind: JobKind = kinds.DEFAULT) -> None:
+def follow(c, job: str, replica: str | None, echo, tick=None, *, kind: JobKind) -> None:
     """Stream until the job has ended and every followed container has stopped. `tick` sees the
     job's state on every poll."""
     lock = threading.Lock()

@@ -5,7 +5,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator import kinds
 from generator.cluster import client as api
 from generator.errors import UserError
 from generator.kinds import source
@@ -21,9 +20,9 @@ class Submitted:
     namespace: str
     verdict: str  # created | configured | unchanged
     dry_run: bool
+    kind: str
     notes: list[str] = field(default_factory=list)
     helm: str = ""  # the helm command that takes the job over, for a values file
-    kind: str = kinds.DEFAULT.kind
 
 
 def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, dry_run: bool,
@@ -32,8 +31,8 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     TrainingRuntime) and the job itself: a PyTorchJob, or a Trainer v2 TrainJob."""
     from generator import helm, paths
 
-    objects, chart = source.read(file, release, c.namespace, target)
-    kind = kinds.for_objects(objects)
+    loaded = source.read(file, release, c.namespace, target)
+    objects, chart, kind = loaded.objects, loaded.rendered, loaded.kind
     job = kind.job_of(objects)
     written = job.setdefault("metadata", {}).get("namespace")
     if written and written != c.namespace:
@@ -73,7 +72,7 @@ def submit(c: api.Cluster, file: str, release: str, namespace_flag: str | None, 
     same = helm.equivalent("upgrade --install", paths.JOB_CHART, release, file, c.namespace) if chart else ""
     if same and target:
         same += f" --set target={target}"
-    return Submitted(name, c.namespace, verdict, dry_run, notes, same, kind.kind)
+    return Submitted(name, c.namespace, verdict, dry_run, kind.kind, notes, same)
 
 
 # Trainer's TrainJob webhook looks the runtime up in its informer cache, which trails the API
@@ -109,7 +108,7 @@ def _apply_job(c: api.Cluster, job: dict, dry_run: bool, kind: JobKind, own_runt
             time.sleep(0.5)
 
 
-def wait_gone(c: api.Cluster, name: str, kind: JobKind = kinds.DEFAULT, seconds: float = 120) -> None:
+def wait_gone(c: api.Cluster, name: str, kind: JobKind, seconds: float = 120) -> None:
     end = time.monotonic() + seconds
     while api.get_job(c, name, kind) is not None:
         if time.monotonic() > end:
@@ -186,7 +185,7 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             job = api.get_job(c, name, kind) or job  # Running comes of jobsStatus, which a watch may not end on
 
 
-def first_failed_pod(c: api.Cluster, name: str, kind: JobKind = kinds.DEFAULT) -> str:
+def first_failed_pod(c: api.Cluster, name: str, kind: JobKind) -> str:
     for pod in api.pods(c, name, kind):
         for st in pod.status.container_statuses or []:
             terminated = (st.state and st.state.terminated) or (st.last_state and st.last_state.terminated)

@@ -97,7 +97,7 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
 def webhook_answers(layout: Layout) -> bool:
     from kubernetes import client
 
-    from generator.job import admission
+    from generator.kinds.pytorchjob import admission
 
     job = {"apiVersion": admission.API_VERSION, "kind": admission.KIND, "metadata": {"name": "webhook-probe"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {

@@ -7,7 +7,7 @@ import copy
 
 from generator.convert.report import Change
 from generator.errors import Finding
-from generator.job import admission
+from generator.kinds.pytorchjob import admission
 
 ROLES = "spec.pytorchReplicaSpecs"
 SAME_HINT = ("Trainer v2 runs every node from one pod template: make the Master's and the Worker's equal (or drop the "

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from generator import kinds
 from generator.cluster import client as api
 from generator.diagnose import reads, scheduling
-from generator.job.importer import KUEUE_LABEL
+from generator.job.imports import KUEUE_LABEL
 from generator.kinds.base import JobKind
 
 LOG_LINES = 20

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from generator import paths
 
-KUBE_VERSION = "1.33.0"  # the release kubernetes-validate checks against (generator.job.importer)
+KUBE_VERSION = "1.33.0"  # the release kubernetes-validate checks against (generator.kinds.pytorchjob.importer)
 _FORMAT = 1  # of the cached file; bump when what is kept changes
 
 # Keywords that only annotate in Draft 2020-12 as kubernetes-validate runs it (no format checker).

@@ -1,5 +1,7 @@
-"""The kinds of training job the tool understands, one module each behind `base.JobKind`. This
-lookup is the only place that decides which kind an object, a file or a name is."""
+"""The kinds of training job the tool understands, one package each behind `base.JobKind`, holding
+everything of its kind (admission, import, its controller's contract, the local plan, how its
+status reads). This lookup is the only place that decides which kind values, an object, a file
+or a name are: a new kind is a package and its line in ALL."""
 from __future__ import annotations
 
 from generator.errors import UserError
@@ -30,6 +32,15 @@ def in_manifest(documents: list) -> JobKind | None:
     """The kind of the job a manifest's documents hold; None when they hold no job (values).
     A file with a TrainJob is a TrainJob's, whatever else it carries (its runtime, claims)."""
     return next((k for k in reversed(ALL) if any(k.owns(d) for d in documents)), None)
+
+
+def for_values(values: dict) -> JobKind:
+    """The kind the chart renders from values: their `target`, else the chart's default (v1). A
+    target no kind renders is the default's, and the chart's schema refuses it by name."""
+    from generator.job import defaults
+
+    target = defaults.coalesce(values).get("target")
+    return next((k for k in ALL if k.target == target), DEFAULT)
 
 
 def for_objects(objects: list) -> JobKind:

@@ -2,9 +2,11 @@
 of an object and calls it; no other module tests which kind it holds.
 
 A kind owns its identity (API group, version, plural, the labels on its pods, its training
-container, its success condition), its admission, import and local plan (delegating to the
-modules under generator/job and generator/local that hold the real logic), how its status and
-replicas read, and the kind-specific facts the diagnose rules ask for."""
+container, its success condition), its admission, import, its controller's contract and local
+plan, its reading of the chart's values (each in its package: generator/kinds/<kind>/), how its
+status and replicas read, and the kind-specific facts the diagnose rules ask for. What every kind
+shares (values, the chart, Kubernetes' own rules, processes and containers) is generator/job's,
+generator/container's and generator/local's, and takes the kind as an argument."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -70,6 +72,30 @@ class JobKind(ABC):
     def check_rendered(self, objects: list[dict]) -> list[Finding]:
         """What the chart's own checks of values leave to the kind's admission."""
         return []
+
+    # --- the chart's values that render it -----------------------------------------------------------
+    @abstractmethod
+    def values_findings(self, objects: list[dict], merged: dict) -> tuple[list[Finding], list[Finding]]:
+        """(refusals, warnings) of what the chart rendered from values (`merged` with the chart's
+        defaults), named by the values paths a user edits."""
+
+    def shape_values(self, values: dict) -> dict:
+        """Values `generator values` wrote from flags, completed where this kind needs more than they say."""
+        return values
+
+    @abstractmethod
+    def summary(self, values: dict, checked, release: str) -> str:
+        """What `generator values` tells of the job its values render (checked: job.validation's Checked)."""
+
+    def image_warnings(self, job: dict, reader, as_values: bool = False) -> list[Finding]:
+        """What a pod that leaves its command to its image may not be allowed to do in it, read with
+        `reader` (images/distribution.py's); paths the values' with `as_values`."""
+        return []
+
+    def not_convertible(self, from_values: bool) -> Finding | None:
+        """Why `convert` does not take a job of this kind (from its values, or a manifest); None: it does."""
+        return Finding("target" if from_values else "kind", f"is a {self.kind}, which convert does not take",
+                       self.target if from_values else self.kind, "convert turns PyTorchJobs into TrainJobs")
 
     @abstractmethod
     def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):

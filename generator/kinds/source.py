@@ -3,20 +3,30 @@ rendered through the chart (for either target). Checked by its kind's admission 
 before anything runs or is applied."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from generator import kinds
 from generator.errors import UserError
 from generator.job import validation, values_io
+from generator.kinds.base import JobKind
 
 
-def load(file: str, release: str, namespace: str, target: str | None = None) -> list[dict]:
-    """The objects to run or apply: the manifest's documents, or what the chart renders.
-    Both go through the same admission rules first."""
-    return read(file, release, namespace, target)[0]
+@dataclass
+class Read:
+    """A file's job, read once: the objects to run or apply, their kind (decided here), and whether
+    the chart rendered them from values."""
+    objects: list[dict]
+    kind: JobKind
+    rendered: bool
+
+    @property
+    def job(self) -> dict:
+        return self.kind.job_of(self.objects)
 
 
-def read(file: str, release: str, namespace: str, target: str | None = None) -> tuple[list[dict], bool]:
-    """load's objects, and whether the chart rendered them from values (the file read once).
-    `target` (v1, v2) overrides the values' own; a manifest is what it is."""
+def read(file: str, release: str, namespace: str, target: str | None = None) -> Read:
+    """The manifest's documents, or what the chart renders from values; both go through their
+    kind's admission rules first. `target` (v1, v2) overrides the values' own; a manifest is what it is."""
     documents = values_io.load_documents(file)
     kind = kinds.in_manifest(documents)
     if kind is not None:
@@ -24,15 +34,17 @@ def read(file: str, release: str, namespace: str, target: str | None = None) -> 
         findings = kind.check(objects, file)
         if findings:
             raise UserError(findings, source=file)
-        return objects, False
+        return Read(objects, kind, False)
     values = values_io.mapping_of(documents, file)
-    checked = validation.check_values({**values, "target": target} if target else values, release, namespace)
+    values = {**values, "target": target} if target else values
+    kind = kinds.for_values(values)
+    checked = validation.check_values(values, kind, release, namespace)
     if checked.findings:
         raise UserError(checked.findings, source=file)
-    findings = kinds.for_objects(checked.objects).check_rendered(checked.objects)
+    findings = kind.check_rendered(checked.objects)
     if findings:
         raise UserError(findings, source=file)
-    return checked.objects, True
+    return Read(checked.objects, kind, True)
 
 
 def check_file(path: str, release: str = "release", chart: str = "pytorchjob", target: str | None = None,
@@ -41,7 +53,7 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
     runtime it names, when that is in the file), told apart by their content as `read` tells them;
     with chart "pytorch-operator", values for the operator chart. Only the findings and warnings
     are set. Pods that leave the command to the image are also checked against the image's config
-    (validation.image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
+    (the kind's image_warnings), read with `reader` (images/distribution.py's; None: without logins)."""
     documents = values_io.load_documents(path)
     if chart == "pytorch-operator":
         return validation.Checked(validation.check_operator_values(values_io.mapping_of(documents, path), release).findings)
@@ -51,9 +63,10 @@ def check_file(path: str, release: str = "release", chart: str = "pytorchjob", t
         findings = kind.check(objects, path)
         if findings:
             return validation.Checked(findings)
-        return validation.Checked([], warnings=kind.advice(objects)
-                                  + validation.image_warnings(kind.job_of(objects), reader))
+        return validation.Checked([], warnings=kind.advice(objects) + kind.image_warnings(kind.job_of(objects), reader))
     values = values_io.mapping_of(documents, path)
-    checked = validation.check_values({**values, "target": target} if target else values, release)
-    more = validation.image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
+    values = {**values, "target": target} if target else values
+    kind = kinds.for_values(values)
+    checked = validation.check_values(values, kind, release)
+    more = kind.image_warnings(checked.job, reader, as_values=True) if checked.job and not checked.findings else []
     return validation.Checked(checked.findings, warnings=checked.warnings + more)

@@ -1,8 +1,6 @@
-"""Runs a Plan like training-operator would: restart policies per role, backoffLimit,
-activeDeadlineSeconds, success when the Master (or, without one, every Worker; any Worker of an
-elastic job) succeeds,
-the other replicas stopped on failure, and no process left behind. A Trainer v2 plan runs as
-JobSet would: success when every node succeeds, and a failed node Job restarts the whole set."""
+"""Runs a Plan as its kind's controller would (the plan's policy: the training operator's restart
+policies per role and backoffLimit, or JobSet's node Job and whole-set restarts; its success
+rule): activeDeadlineSeconds, the other replicas stopped on failure, and no process left behind."""
 from __future__ import annotations
 
 import collections
@@ -16,12 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.container.process import Process, backoff
-from generator.local.plan import JOBSET, Plan, Replica
+from generator.local.plan import Plan, Replica
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
 TAIL_LINES = 15
-SAME_FAILURES = 5  # without a backoffLimit, this many identical failures in a row stop the job
 COLOURS = ["36", "33", "35", "32", "34", "31"]
 
 
@@ -54,17 +51,6 @@ class Outcome:
     states: list[State]
 
 
-def retryable(policy: str, code: int) -> bool:
-    """Whether the operator restarts a replica that exited with `code` under `policy`."""
-    if code == 0:
-        return policy == "Always"
-    if policy in ("Always", "OnFailure"):
-        return True
-    if policy == "ExitCode":
-        return 128 <= code <= 255  # 1-127 are permanent failures
-    return False
-
-
 class Runner:
     def __init__(self, plan: Plan, out=None, colour: bool | None = None):
         self.plan = plan
@@ -74,8 +60,7 @@ class Runner:
         self.lock = threading.Lock()
         self.stop_requested: str | None = None
         self.output_closed: BrokenPipeError | None = None  # the reader of `out` went away (`| head`)
-        self.node_failures = 0  # Trainer v2: the node Job's failures since the set last started
-        self.set_restarts = 0
+        self.counts: collections.Counter = collections.Counter()  # the policy's tallies: restarts, failures
         width = max(len(r.name) for r in plan.replicas)
         self.prefix = {r.name: r.name.ljust(width) for r in plan.replicas}
 
@@ -175,7 +160,6 @@ class Runner:
 
     def run(self) -> Outcome:
         job_start = time.monotonic()
-        restarts_total = 0
         for state in self.states:
             self._start(state)
         while True:
@@ -193,88 +177,43 @@ class Runner:
                     self._start(state)
                 if state.status != "Running" or state.proc.poll() is None:
                     if state.status == "Failed" and state.proc is None:
-                        return self._fail(state, "could not start")
+                        return self.fail(state, "could not start")
                     continue
                 code = state.proc.poll()
                 ran = time.monotonic() - state.proc.started
                 self._finish(state, "Succeeded" if code == 0 else "Failed")
                 code = state.exit_code
-                if code != 0 and self.plan.policy == JOBSET:
-                    failed = self._node_failed(state, code, ran)
-                    if failed:
-                        return failed
-                    continue
-                if code != 0 and retryable(state.replica.restart_policy, code):
-                    limit = self.plan.backoff_limit
-                    if limit is not None and restarts_total >= limit:
-                        return self._fail(state, f"BackoffLimitExceeded: {restarts_total} restart(s) used, "
-                                                 f"runPolicy.backoffLimit is {limit}")
-                    failure = (code, state.tail[-1] if state.tail else "")
-                    state.same = state.same + 1 if failure == state.last_failure else 1
-                    state.last_failure = failure
-                    if limit is None and state.same >= SAME_FAILURES:
-                        return self._fail(state, f"it failed {state.same} times in a row the same way; a cluster would "
-                                                 "keep restarting it: fix the cause, or set runPolicy.backoffLimit to "
-                                                 "choose how many restarts a run gets")
-                    restarts_total += 1
-                    state.restarts += 1
-                    state.delay = backoff(state.delay, state.restarts - 1, ran)
-                    self._emit(state, f"exited with code {code}; restarting (restartPolicy "
-                                      f"{state.replica.restart_policy}, restart {state.restarts}"
-                                      + (f", back-off {state.delay:g}s)" if state.delay else ")"))
-                    state.status, state.next_start = "BackOff", time.monotonic() + state.delay
-                    continue
                 if code != 0:
-                    why = {"Never": "restartPolicy Never", "ExitCode": f"exit code {code} is permanent under restartPolicy ExitCode"}
-                    return self._fail(state, why.get(state.replica.restart_policy, "not restarted"))
-            done = self._succeeded()
+                    ended = self.plan.policy.failed(self, state, code, ran)
+                    if ended:
+                        return ended
+            done = self.plan.policy.succeeded(self.states)
             if done:
                 # The job is Succeeded; replicas still finishing get a moment before they are stopped.
                 self._stop_all(settle=GRACE_SECONDS)
                 return Outcome(True, done, self.states)
             time.sleep(0.05)
 
-    def _node_failed(self, state: State, code: int, ran: float) -> Outcome | None:
-        """Trainer v2: a failed node counts against its Job's backoffLimit and is started again (the
-        kubelet under OnFailure, a new pod from the Job under Never). Past the limit the Job fails,
-        and JobSet restarts every node while failurePolicy.maxRestarts allows, else the job fails."""
-        plan = self.plan
-        self.node_failures += 1
-        if self.node_failures > plan.node_backoff_limit:
-            if self.set_restarts >= plan.max_set_restarts:
-                return self._fail(state, f"the node Job failed: {self.node_failures} node failure(s), its backoffLimit is "
-                                         f"{plan.node_backoff_limit}, and failurePolicy.maxRestarts {plan.max_set_restarts} "
-                                         "allows no further restart of the set")
-            self.set_restarts += 1
-            self._emit(state, f"exited with code {code}; the node Job failed, so every node restarts (JobSet restart "
-                              f"{self.set_restarts} of {plan.max_set_restarts})")
-            self._stop_all()
-            self.fresh_disks()  # new Jobs, new pods: fresh emptyDirs; claims stay
-            self.node_failures = 0
-            for s in self.states:
-                s.next_start, s.delay, s.same = None, 0.0, 0
-                s.restarts += 1
-                self._start(s)
-            return None
+    # -- what a policy does with a failed replica ---------------------------------------------
+    def restart(self, state: State, ran: float, said: str) -> None:
+        """Start it again after its crash-loop back-off, saying `said` and the back-off."""
         state.restarts += 1
         state.delay = backoff(state.delay, state.restarts - 1, ran)
-        how = "a new pod replaces it" if state.replica.restart_policy == "Never" else "restarting it"
-        self._emit(state, f"exited with code {code}; {how} (node failure {self.node_failures}, the node Job's "
-                          f"backoffLimit is {plan.node_backoff_limit}" + (f", back-off {state.delay:g}s)" if state.delay else ")"))
+        self._emit(state, said + (f", back-off {state.delay:g}s)" if state.delay else ")"))
         state.status, state.next_start = "BackOff", time.monotonic() + state.delay
-        return None
 
-    def _succeeded(self) -> str:
-        if self.plan.policy == JOBSET:
-            return "every node succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
-        if self.plan.has_master:
-            master = self.states[0]
-            return "the Master succeeded" if master.status == "Succeeded" else ""
-        if self.plan.elastic:  # training-operator v1.9.4: under elasticPolicy, the first Worker to succeed ends it
-            return "a Worker succeeded (elastic)" if any(s.status == "Succeeded" for s in self.states) else ""
-        return "every Worker succeeded" if all(s.status == "Succeeded" for s in self.states) else ""
+    def restart_all(self, state: State, said: str) -> None:
+        """Stop every replica and start them all again on fresh disks (claims stay), as new pods."""
+        self._emit(state, said)
+        self._stop_all()
+        self.fresh_disks()
+        for s in self.states:
+            s.next_start, s.delay, s.same = None, 0.0, 0
+            s.restarts += 1
+            self._start(s)
 
-    def _fail(self, state: State, why: str) -> Outcome:
+    def fail(self, state: State, why: str) -> Outcome:
+        """Stop every replica: the job failed, because of `state`'s replica."""
         state.status = "Failed"
         self._stop_all()
         state.status = "Failed"

@@ -52,9 +52,10 @@ def test_templates_print_any_string_as_that_string(unguarded_chart, path, text):
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40))
 def test_any_service_account_name_round_trips_or_is_refused(text):
     """Names the schema lets through render unchanged; the rest never reach a template."""
+    from generator import kinds
     from generator.job import validation
 
-    checked = validation.check_values({"serviceAccountName": text})
+    checked = validation.check_values({"serviceAccountName": text}, kinds.PYTORCHJOB)
     if checked.findings:
         assert checked.findings[0].path == "serviceAccountName"
     else:

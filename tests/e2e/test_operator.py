@@ -145,7 +145,7 @@ def _pods(cluster, job):
 
 def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submitted):
     from generator.container import programs
-    from generator.local import plan as local_plan
+    from generator.kinds.pytorchjob import plan as v1_plan
 
     wait_for(lambda: len(_pods(cluster, "e2e")) >= 3, 60, "the operator to create the job's three pods")
     pods = {p.metadata.name: p for p in _pods(cluster, "e2e")}
@@ -161,7 +161,7 @@ def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submit
     # The env the operator wrote against what `generator run` gives the same job.
     rendered = yaml.safe_load_all(cluster.cli("render", str(submitted), "--namespace", "default", check=True).stdout)
     manifest = next(d for d in rendered if d and d["kind"] == "PyTorchJob")
-    plan = {r.name: r for r in local_plan.plan(manifest, submitted.parent / "run", "default").replicas}
+    plan = {r.name: r for r in v1_plan.plan(manifest, submitted.parent / "run", "default").replicas}
     for name, pod in pods.items():
         container = next(c for c in pod.spec.containers if c.name == "pytorch")
         operator_env = {e.name: e.value for e in container.env if e.value is not None}

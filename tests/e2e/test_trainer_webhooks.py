@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from generator.job import runtime
+from generator.kinds.trainjob import runtime
 from tests.support import trainjobs
 from tests.support.trainjobs import IMAGE
 

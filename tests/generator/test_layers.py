@@ -87,6 +87,19 @@ def test_run_and_the_control_plane_meet_only_in_the_container_runtime():
     assert ("local", "container") in graph and ("controlplane", "container") in graph
 
 
+SHARED_BY_KINDS = ("job", "container", "local")  # what every kind of job uses, each kind's package on top
+
+
+def test_what_the_kinds_share_takes_the_kind_and_imports_none():
+    """generator/kinds/<kind>/ builds on job/, container/ and local/ (its admission on Kubernetes'
+    rules, its plan on pods as processes, its contract on the runner's policy); they take a kind
+    as an argument and never import one, so a new kind is a package of its own and nothing else."""
+    graph = edges()
+    reaching = {pair: where for pair, where in graph.items() if pair[0] in SHARED_BY_KINDS and pair[1] == "kinds"}
+    assert not reaching, f"a package every kind shares imports generator/kinds: {reaching}"
+    assert ("kinds", "job") in graph and ("kinds", "local") in graph
+
+
 def test_images_build_without_the_control_plane_or_the_runners():
     """generator/images/ is what builds images, for `make image` and a user's own; the registry and
     the charts' images (controlplane/) use it, never the other way round."""

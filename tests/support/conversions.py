@@ -2,6 +2,7 @@
 ../shared): each case's report and output, kept as a golden under tests/golden/convert/."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from generator.convert import jobs, report
@@ -41,3 +42,29 @@ def text(path: Path) -> str:
     """The report, then what would be written: the golden's content."""
     conversions = converted(path)
     return "".join(report.describe(c) for c in conversions) + values_io.dump_all([o for c in conversions for o in c.objects])
+
+
+IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
+
+
+def job(**spec_over) -> dict:
+    """A Master-only PyTorchJob of the trainer that converts without a change in meaning."""
+    container = {"name": "pytorch", "image": IMAGE, "command": ["torchrun", "--module", "trainer"],
+                 "args": ["--dataset", "digits"], "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}]}
+    spec = {"nprocPerNode": "1", "pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {
+        "spec": {"containers": [container]}}}}}
+    spec.update(spec_over)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "t"}, "spec": spec}
+
+
+def with_workers(j: dict, n: int = 1) -> dict:
+    j["spec"]["pytorchReplicaSpecs"]["Worker"] = {**copy.deepcopy(j["spec"]["pytorchReplicaSpecs"]["Master"]), "replicas": n}
+    return j
+
+
+def main(j: dict, role: str = "Master") -> dict:
+    return j["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]["containers"][0]
+
+
+def paths(done) -> list[str]:
+    return [c.path for c in done.changes]

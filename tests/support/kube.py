@@ -8,7 +8,7 @@ import jsonschema
 import kubernetes_validate
 
 from generator import helm, paths
-from generator.job import admission
+from generator.kinds.pytorchjob import admission
 
 KUBE_VERSION = "1.33.0"
 

@@ -62,21 +62,21 @@ def alive(marker: str) -> list[int]:
 def digits_plan(folder: Path, name: str, epochs: int = 6, **values):
     """The chart's 3-replica job on digits (seeded, one thread each), planned for `generator run`."""
     from generator import helm, paths
-    from generator.local import plan as local_plan
+    from generator.kinds.pytorchjob import plan as v1_plan
 
     merged = {"job": {"name": name}, "topology": {"workers": 2}, "output": {"enabled": True},
               "args": ["--dataset=digits", f"--epochs={epochs}", "--threads=1", "--seed=5"], **values}
     job = next(o for o in helm.render_objects(paths.JOB_CHART, merged) if o["kind"] == "PyTorchJob")
-    return check_ranks(local_plan.plan(job, folder / name))
+    return check_ranks(v1_plan.plan(job, folder / name))
 
 
 def check_ranks(plan):
     """The plan, once each replica's node rank is its own, 0 to n-1 (RANK under training-operator,
     PET_NODE_RANK under both it and Trainer v2). Checked before anything starts: two replicas of
     one rank would wait in the rendezvous until a timeout instead of failing."""
-    from generator.local import plan as local_plan
+    from generator.kinds.trainjob.contract import JobSetPolicy
 
-    keys = ("PET_NODE_RANK",) if plan.policy == local_plan.JOBSET else ("RANK", "PET_NODE_RANK")
+    keys = ("PET_NODE_RANK",) if isinstance(plan.policy, JobSetPolicy) else ("RANK", "PET_NODE_RANK")
     for key in keys:
         ranks = [r.env.get(key) for r in plan.replicas]
         assert ranks == [str(i) for i in range(len(ranks))], f"{key} of {[r.name for r in plan.replicas]}: {ranks}"

@@ -9,7 +9,7 @@ from decimal import Decimal
 from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, ended, suspended
 from generator.diagnose.snapshot import Snapshot
 from generator.fixtext import value
-from generator.job.importer import KUEUE_LABEL as QUEUE_LABEL
+from generator.job.imports import KUEUE_LABEL as QUEUE_LABEL
 
 QUEUE_NAME, PRIORITY_CLASS = value("kueue.queueName"), value("priorityClassName")
 REQUESTS, WORKERS, GPUS = value("resources.requests"), value("topology.workers"), value("resources.gpus")

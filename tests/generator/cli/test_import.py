@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from generator.images import distribution
-from generator.job import importer
+from generator.kinds.pytorchjob import importer
 from tests.support import MANIFESTS, our_manifests, trainjobs, upstream_examples
 from tests.support.cli_helpers import run
 

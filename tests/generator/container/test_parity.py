@@ -16,6 +16,7 @@ from generator.controlplane import kubelet as kubelets
 from generator.controlplane.kubelet import node as nodes
 from generator.controlplane.kubelet import pod as pods
 from generator.controlplane.layout import MARKER
+from generator.kinds.pytorchjob import plan as v1_plan
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import kubelet_node
@@ -110,7 +111,7 @@ def run_side(spec: dict, run_dir: Path, aliases: dict[str, str] | None = None
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {
                "metadata": {"labels": {"app": JOB}},
                "spec": {"containers": [container(spec)], "volumes": VOLUMES}}}}}}
-    (replica,) = local_plan.plan(job, run_dir, aliases=aliases).replicas
+    (replica,) = v1_plan.plan(job, run_dir, aliases=aliases).replicas
     volume_of = {m["mountPath"]: m["name"] for m in spec.get("volumeMounts") or []}
     folders = {str(folder): f"<volume {volume_of[path]}>" for path, folder in replica.mounts.items()}
     folders[str(run_dir / local_plan.DISKS / replica.name)] = "<pod folder>"

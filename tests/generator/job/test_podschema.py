@@ -12,7 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.job import importer, podschema
+from generator.job import podschema
+from generator.kinds.pytorchjob import importer
 from tests.support import MANIFESTS, REFERENCE, TESTS
 
 

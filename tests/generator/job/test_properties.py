@@ -5,7 +5,7 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator import helm, paths
+from generator import helm, kinds, paths
 from generator.job import describe, validation
 from tests.support import kube
 
@@ -48,8 +48,8 @@ def descriptions(draw):
 @SETTINGS
 @given(descriptions())
 def test_valid_descriptions_validate_render_and_are_admitted(description):
-    values = describe.build(description)
-    assert validation.check_values(values).findings == []
+    values = describe.build(description, kinds.for_values)
+    assert validation.check_values(values, kinds.for_values(values)).findings == []
     objects = helm.render_objects(paths.JOB_CHART, values, "prop", "default")
     jobs = [o for o in objects if o["kind"] == "PyTorchJob"]
     assert len(jobs) == 1
@@ -85,8 +85,8 @@ def _apply(values, path, bad):
 @given(descriptions(), st.sampled_from(MUTATIONS))
 def test_a_single_bad_value_is_rejected_by_its_path(description, mutation):
     path, bad = mutation
-    values = copy.deepcopy(describe.build(description))
+    values = copy.deepcopy(describe.build(description, kinds.for_values))
     _apply(values, path, bad)
-    findings = validation.check_values(values).findings
+    findings = validation.check_values(values, kinds.for_values(values)).findings
     assert findings, f"{path}={bad!r} was accepted"
     assert any(f.path.startswith(path) for f in findings), [f.render() for f in findings]

@@ -158,7 +158,7 @@ def _validated_env(tmp_path, value: str) -> str:
     path.write_text(f"env:\n  - name: X\n    value: {value}\n")
     code, out, err = run("validate", str(path))
     assert code == 0, out + err
-    job = next(o for o in source.load(str(path), "r", "default") if o["kind"] == "PyTorchJob")
+    job = next(o for o in source.read(str(path), "r", "default").objects if o["kind"] == "PyTorchJob")
     return job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"][-1]["value"]
 
 

@@ -1,7 +1,7 @@
 """The one seam per job kind: the lookup decides the kind, and nothing outside generator/kinds
-tests which kind it holds."""
+tests which kind it holds, branches on a kind's target or policy, or lets a kind go unsaid."""
+import ast
 import re
-import subprocess
 
 import pytest
 
@@ -9,20 +9,77 @@ from generator import kinds
 from generator.errors import UserError
 from tests.support import ROOT
 
-# What a kind test looks like: the old `_v2(shot)` helper, `is_trainjob`, or a comparison with the name.
-KIND_TEST = r'_v2\b|_v2\(|is_trainjob|"TrainJob" ==|== "TrainJob"|"PyTorchJob" ==|== "PyTorchJob"'
+# What a kind test looks like: the old `_v2(shot)` helper, `is_trainjob`, a comparison with the
+# kind's name, with a chart target ("v1", "v2") or a kind's `.target`, or with a local plan's
+# policy constant (the runner asks the plan's policy object instead).
+KIND_TEST = "|".join([
+    r'_v2\b|_v2\(|is_trainjob|"TrainJob" ==|== "TrainJob"|"PyTorchJob" ==|== "PyTorchJob"',
+    r"""target\W{0,4}\s*[!=]=\s*["']v\d|["']v\d["']\s*[!=]=""",  # target == "v2", values["target"] != "v1"
+    r"\.target\s*[!=]=|[!=]=\s*[\w.]*\.target\b",  # kind.target == ...
+    r"[!=]=\s*(\w+\.)?(JOBSET|OPERATOR)\b|\b(JOBSET|OPERATOR)\s*[!=]=",  # plan.policy == JOBSET
+])
+KIND_NAMES = {k.kind for k in kinds.ALL}
+TARGETS = {k.target for k in kinds.ALL}
+
+
+def kind_by_omission(tree: ast.AST) -> list[int]:
+    """Lines where a parameter or a dataclass field defaults to a kind (kinds.DEFAULT, kinds.TRAINJOB,
+    kinds.DEFAULT.kind, a kind's name, or a target for one named so): a caller that forgets it gets one."""
+    def is_kind(name: str, node: ast.AST | None) -> bool:
+        while isinstance(node, ast.Attribute):
+            node = node.value
+            if isinstance(node, ast.Name) and node.id == "kinds":
+                return True
+        return isinstance(node, ast.Constant) and (node.value in KIND_NAMES or "target" in name and node.value in TARGETS)
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            positional = [*args.posonlyargs, *args.args][-len(args.defaults):] if args.defaults else []
+            pairs = [*zip(positional, args.defaults, strict=True), *zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+            lines += [d.lineno for a, d in pairs if is_kind(a.arg, d)]
+        elif isinstance(node, ast.ClassDef):
+            lines += [n.lineno for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                      and is_kind(n.target.id, n.value)]
+    return lines
+
+
+def outside_kinds(root=ROOT) -> list[str]:
+    """Each kind test or kind by omission in generator/ outside generator/kinds/, as file:line: text."""
+    found = []
+    for path in sorted((root / "generator").rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        if where.startswith("generator/kinds/"):
+            continue
+        text = path.read_text()
+        lines = text.splitlines()
+        found += [f"{where}:{i}: {line.strip()}" for i, line in enumerate(lines, 1) if re.search(KIND_TEST, line)]
+        found += [f"{where}:{i}: {lines[i - 1].strip()} (a kind by omission)" for i in kind_by_omission(ast.parse(text))]
+    return found
 
 
 def test_no_module_outside_kinds_tests_which_kind_it_holds():
-    found = subprocess.run(["grep", "-rnE", KIND_TEST, "generator", "--include=*.py"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.splitlines()
-    outside = [line for line in found if not line.startswith("generator/kinds/")]
-    assert outside == [], "decide the kind through generator.kinds:\n" + "\n".join(outside)
+    outside = outside_kinds()
+    assert outside == [], "decide the kind through generator.kinds, and pass it where it matters:\n" + "\n".join(outside)
 
 
-def test_the_pattern_finds_a_kind_test_so_the_check_above_can_fail():
-    assert re.search(KIND_TEST, 'if obj.get("kind") == "TrainJob":')
-    assert re.search(KIND_TEST, "    if _v2(shot):")
+@pytest.mark.parametrize("line", [
+    'if obj.get("kind") == "TrainJob":', "    if _v2(shot):", 'if merged.get("target") == "v2":',
+    'if values["target"] != "v1":', 'if "v2" == target:', "if kind.target == 'v2':", "if self.plan.policy == JOBSET:",
+    "if plan.policy != local_plan.OPERATOR:"])
+def test_the_pattern_finds_a_kind_test_so_the_check_above_can_fail(line):
+    assert re.search(KIND_TEST, line)
+
+
+def test_a_kind_left_to_a_default_is_found_so_the_check_above_can_fail():
+    planted = ("def get_job(cluster, name, kind=kinds.DEFAULT): ...\n"
+               "def wait(c, *, kind: JobKind = kinds.TRAINJOB): ...\n"
+               "class Submitted:\n    kind: str = kinds.DEFAULT.kind\n"
+               "class Plan:\n    kind: str = 'PyTorchJob'\n"
+               "def render(values, target='v2'): ...\n"
+               "def fine(c, name, kind, seconds=120, target=None, api_version='v1'): ...\n")
+    assert kind_by_omission(ast.parse(planted)) == [1, 2, 4, 6, 7]
 
 
 def test_a_file_is_the_kind_of_the_job_it_holds():
@@ -35,6 +92,13 @@ def test_a_file_is_the_kind_of_the_job_it_holds():
     assert kinds.for_objects([{"kind": "PersistentVolumeClaim"}]) is kinds.DEFAULT
     assert kinds.for_object(trainjob) is kinds.TRAINJOB and kinds.for_object({}) is kinds.PYTORCHJOB
     assert kinds.TRAINJOB.job_of([runtime, trainjob]) is trainjob
+
+
+def test_values_are_the_kind_their_target_renders_and_the_charts_default_without_one():
+    assert kinds.for_values({"target": "v2", "job": {"name": "a"}}) is kinds.TRAINJOB
+    assert kinds.for_values({"target": "v1"}) is kinds.PYTORCHJOB
+    assert kinds.for_values({}) is kinds.DEFAULT is kinds.PYTORCHJOB  # the chart's target: v1
+    assert kinds.for_values({"target": None}) is kinds.DEFAULT  # null removes the value, as Helm does
 
 
 def test_a_kind_by_name_and_an_unknown_name_refused_with_the_known_ones():

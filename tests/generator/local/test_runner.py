@@ -1,5 +1,5 @@
-"""`python -m generator run`: the operator's contract and semantics on this machine."""
-import json
+"""`python -m generator run`: a job's pods as processes of this machine, their env, folders and
+signals (the operator's restarts and success: kinds/pytorchjob/test_contract.py)."""
 import os
 import signal
 import sys
@@ -8,77 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from generator.local import plan as local_plan
-from generator.local import runner as local_run
+from generator.kinds.pytorchjob import plan as v1_plan
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
 from tests.support.waiting import wait_for
-
-PRINT_ENV = ("import os, json; keys = ['MASTER_ADDR','MASTER_PORT','WORLD_SIZE','RANK','LOCAL_RANK','PYTHONUNBUFFERED',"
-             "'PET_MASTER_ADDR','PET_MASTER_PORT','PET_NNODES','PET_NODE_RANK','PET_NPROC_PER_NODE','GREETING','OUT',"
-             "'POD']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
-
-
-def env_lines(stdout: str) -> dict:
-    out = {}
-    for line in stdout.splitlines():
-        replica, sep, text = line.partition(" | ")
-        if sep and text.startswith("{"):
-            out[replica.strip()] = json.loads(text)
-    return out
-
-
-def test_env_contract_of_every_replica(tmp_path):
-    body, marker = local_jobs.job("envjob", PRINT_ENV, PRINT_ENV, workers=2, extra_env=[
-        {"name": "GREETING", "value": "hi"}, {"name": "OUT", "value": "/opt/pytorch/output/x"},
-        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
-    for spec in body["spec"]["pytorchReplicaSpecs"].values():
-        pod = spec["template"]["spec"]
-        pod["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/opt/pytorch/output"}]
-        pod["volumes"] = [{"name": "out", "persistentVolumeClaim": {"claimName": "results"}}]
-    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
-    assert code == 0, err
-    envs = env_lines(out)
-    assert set(envs) == {"master-0", "worker-0", "worker-1"}
-    port = envs["master-0"]["MASTER_PORT"]
-    for rank, replica in enumerate(["master-0", "worker-0", "worker-1"]):
-        e = envs[replica]
-        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["WORLD_SIZE"], e["RANK"]) == ("127.0.0.1", port, "3", str(rank))
-        assert e["LOCAL_RANK"] is None and e["PYTHONUNBUFFERED"] == "1"
-        assert (e["PET_MASTER_ADDR"], e["PET_NNODES"], e["PET_NODE_RANK"]) == ("127.0.0.1", "3", str(rank))
-        assert e["GREETING"] == "hi" and e["POD"] == f"envjob-{replica}"
-        assert e["OUT"] == str(tmp_path / "run" / "results" / "x")  # the mount path, mapped to a folder
-    assert "job succeeded: the Master succeeded" in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_plan_maps_commands_nproc_and_elastic(tmp_path):
-    body, _ = local_jobs.job("plan", "pass", "pass", workers=1)
-    body["spec"]["nprocPerNode"] = "2"
-    for spec in body["spec"]["pytorchReplicaSpecs"].values():
-        c = spec["template"]["spec"]["containers"][0]
-        c["command"], c["args"] = ["torchrun", "--module", "trainer"], ["--output-dir=/data/out"]
-        c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "data", "mountPath": "/data"}]
-        spec["template"]["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}},
-                                               {"name": "data", "emptyDir": {}}]
-    plan = local_plan.plan(body, tmp_path)
-    master, worker = plan.replicas
-    assert master.argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert master.argv[-1] == f"--output-dir={tmp_path}/pods/master-0/data/out"
-    assert worker.env["WORLD_SIZE"] == "4" and worker.env["PET_NPROC_PER_NODE"] == "2"
-    assert "/dev/shm" not in master.mounts
-    body["spec"]["pytorchReplicaSpecs"].pop("Master")
-    body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 4}
-    (only,) = local_plan.plan(body, tmp_path).replicas
-    assert only.env["PET_NNODES"] == "1:3" and only.env["PET_RDZV_BACKEND"] == "c10d"
-    assert only.env["PET_RDZV_ENDPOINT"].startswith("127.0.0.1:") and only.env["PET_MAX_RESTARTS"] == "4"
-    assert "MASTER_ADDR" not in only.env
 
 
 def test_no_command_runs_the_image_entrypoint(tmp_path):
     body, _ = local_jobs.job("entry", "pass")
     body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].pop("command")
-    (master,) = local_plan.plan(body, tmp_path).replicas
+    (master,) = v1_plan.plan(body, tmp_path).replicas
     assert master.argv == [sys.executable, "-m", "trainer"]
     assert master.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "master-0" / "output")
 
@@ -89,7 +28,7 @@ def test_output_dir_without_a_volume_stays_inside_the_run_folder(tmp_path):
     master = body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
     master["containers"][0]["volumeMounts"] = [{"name": "output", "mountPath": "/opt/pytorch/output"}]
     master["volumes"] = [{"name": "output", "persistentVolumeClaim": {"claimName": "out"}}]
-    master_plan, worker_plan = local_plan.plan(body, tmp_path).replicas
+    master_plan, worker_plan = v1_plan.plan(body, tmp_path).replicas
     assert master_plan.env["OUTPUT_DIR"] == str(tmp_path / "out")  # the Master's volume
     assert worker_plan.env["OUTPUT_DIR"] == str(tmp_path / "pods" / "worker-0" / "output")  # the Worker's own disk
 
@@ -101,7 +40,7 @@ def test_a_working_dir_that_climbs_out_of_the_run_folder_is_refused_and_nothing_
     body, _ = local_jobs.job("climb", "pass")
     body["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["workingDir"] = "/../../../../escaped"
     with pytest.raises(UserError) as refused:
-        local_plan.plan(body, run_dir)
+        v1_plan.plan(body, run_dir)
     assert 'spec.pytorchReplicaSpecs.Master.template.spec.containers[pytorch].workingDir: workingDir is ' \
            '"/../../../../escaped", which contains ".."' in str(refused.value)
     assert not (tmp_path / "escaped").exists() and not run_dir.exists()
@@ -114,47 +53,8 @@ def test_secret_values_come_from_the_shell_or_are_refused(tmp_path, monkeypatch)
     code, _, err = run("run", local_jobs.write(tmp_path, body))
     assert code == 1 and "comes from Secret s/k, which only a cluster has" in err and "export API_KEY=" in err
     monkeypatch.setenv("API_KEY", "from-shell")
-    (master,) = local_plan.plan(body, tmp_path).replicas
+    (master,) = v1_plan.plan(body, tmp_path).replicas
     assert master.env["API_KEY"] == "from-shell"
-
-
-def test_restart_policy_never_fails_the_job_naming_replica_code_and_last_lines(tmp_path):
-    crash = "print('loading data'); print('fatal: disk full'); raise SystemExit(3)"
-    body, marker = local_jobs.job("never", "import time; time.sleep(30)", crash, workers=2, restart="Never")
-    code, out, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 1
-    assert "job failed: worker-" in err and "failed with exit code 3 (restartPolicy Never)" in err
-    assert "    fatal: disk full" in err and "    loading data" in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_on_failure_restarts_until_backoff_limit(tmp_path):
-    body, marker = local_jobs.job("backoff", "raise SystemExit(1)", run_policy={"backoffLimit": 2})
-    code, out, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 1
-    assert out.count("restarting (restartPolicy OnFailure") == 2
-    assert "BackoffLimitExceeded: 2 restart(s) used, runPolicy.backoffLimit is 2" in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_exit_code_policy_retries_only_128_to_255(tmp_path):
-    flaky = ("import os, pathlib; p = pathlib.Path(os.environ['OUT_FLAG']); "
-             "raise SystemExit(0 if p.exists() else (p.touch() or 137))")
-    body, _ = local_jobs.job("exitcode", flaky, restart="ExitCode",
-                             extra_env=[{"name": "OUT_FLAG", "value": str(tmp_path / "flag")}])
-    code, out, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 0 and "exited with code 137; restarting" in out
-    body, _ = local_jobs.job("permanent", "raise SystemExit(2)", restart="ExitCode")
-    code, _, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 1 and "exit code 2 is permanent under restartPolicy ExitCode" in err
-
-
-@pytest.mark.parametrize("policy, code, expected", [
-    ("Always", 0, True), ("OnFailure", 0, False), ("OnFailure", 1, True), ("Never", 1, False),
-    ("ExitCode", 1, False), ("ExitCode", 127, False), ("ExitCode", 128, True), ("ExitCode", 143, True),
-    ("ExitCode", 255, True)])
-def test_retry_decisions(policy, code, expected):
-    assert local_run.retryable(policy, code) is expected
 
 
 def test_active_deadline_stops_the_job(tmp_path):
@@ -173,39 +73,6 @@ def test_a_command_that_cannot_start_fails_the_job_by_name(tmp_path):
     code, _, err = run("run", local_jobs.write(tmp_path, body))
     assert code == 1 and "worker-0 failed with exit code 127 (could not start)" in err
     assert "cannot start no-such-program-pytorchjob-kit" in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_worker_only_job_succeeds_when_every_worker_does(tmp_path):
-    body, _ = local_jobs.job("workers", None, "print('done')", workers=2)
-    code, out, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 0 and "job succeeded: every Worker succeeded" in err
-
-
-def test_worker_only_job_fails_when_one_worker_fails_though_another_succeeded(tmp_path):
-    code_text = ("import os, sys, time\n"
-                 "if os.environ['POD'].endswith('worker-1'):\n    time.sleep(1); sys.exit(3)\n"
-                 "print('done')")
-    body, marker = local_jobs.job("someworkers", None, code_text, workers=2, restart="Never",
-                                  extra_env=[{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
-    code, _, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 1 and "worker-1 failed with exit code 3" in err and "job succeeded" not in err
-    assert local_jobs.alive(marker) == []
-
-
-def test_an_elastic_worker_only_job_succeeds_with_its_first_worker_as_the_operator_decides(tmp_path):
-    """training-operator v1.9.4: under elasticPolicy with no Master, one Worker's success ends the
-    job, and the others are stopped. A rank 0 still writing its outputs in another Worker loses them,
-    which is why `validate` warns of elastic jobs (and the trainer's ranks wait for rank 0's outputs)."""
-    code_text = ("import os, time\n"
-                 "if os.environ['POD'].endswith('worker-1'):\n    print('up', flush=True); time.sleep(120)\n"
-                 "print('done')")
-    body, marker = local_jobs.job("elasticworkers", None, code_text, workers=2, extra_env=[
-        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
-    body["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 2, "rdzvBackend": "c10d"}
-    code, _, err = run("run", local_jobs.write(tmp_path, body))
-    assert code == 0 and "job succeeded: a Worker succeeded (elastic)" in err
-    assert "worker-1    Stopped" in err
     assert local_jobs.alive(marker) == []
 
 
@@ -383,22 +250,6 @@ def test_a_rerun_starts_with_fresh_pod_disks_and_keeps_the_claims(tmp_path):
     assert (tmp_path / "run" / "pods.previous" / "master-0" / "scratch" / "f0").exists()
 
 
-def test_restarts_back_off_and_identical_failures_end_the_run(tmp_path, monkeypatch):
-    from generator.container import process
-
-    monkeypatch.setattr(process, "BACKOFF_START", 0.2)  # 10 s, doubling, as the kubelet
-    body, marker = local_jobs.job("crashloop", "import sys; print('bad config'); sys.exit(3)")
-    started = time.monotonic()
-    code, out, err = run("run", local_jobs.write(tmp_path, body), "--run-dir", str(tmp_path / "run"))
-    took = time.monotonic() - started
-    assert code == 1
-    assert "restart 1)" in out + err and "restart 2, back-off 0.2s)" in out + err and "restart 4, back-off 0.8s)" in out + err
-    assert "master-0 failed with exit code 3 (it failed 5 times in a row the same way" in err
-    assert "set runPolicy.backoffLimit" in err and "bad config" in err
-    assert 1.4 <= took < 30  # 0 + 0.2 + 0.4 + 0.8 of back-off, not a tight loop
-    assert local_jobs.alive(marker) == []
-
-
 def test_a_mount_at_a_prefix_of_this_interpreters_path_does_not_move_the_interpreter(tmp_path):
     top = "/" + Path(sys.executable).parts[1]  # /work for a checkout under /work, /usr for a system python
     body, _ = local_jobs.job("prefix", "import sys; print('args', sys.argv[1:])")
@@ -412,7 +263,7 @@ def test_a_mount_at_a_prefix_of_this_interpreters_path_does_not_move_the_interpr
 
 
 def test_dry_run_warns_of_what_the_trainer_will_refuse_here(tmp_path, monkeypatch):
-    from generator.local import plan
+    from generator.local import pods as plan
 
     monkeypatch.setattr(plan, "_has_nvidia_gpu", lambda: False)
     values = tmp_path / "bert.yaml"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from generator import helm, paths
+from generator.kinds.trainjob import plan as v2_plan
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs
@@ -89,7 +90,7 @@ def test_trainer_v2_nodes_train_as_the_v1_job_does_and_a_killed_node_restarts_th
               "args": ["--dataset=digits", "--epochs=6", "--threads=1", "--seed=5"]}
 
     def nodes():
-        return local_jobs.check_ranks(local_plan.plan_trainjob(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes"))
+        return local_jobs.check_ranks(v2_plan.plan(helm.render_objects(paths.JOB_CHART, values), tmp_path / "nodes"))
 
     assert all("RANK" not in r.env for r in nodes().replicas)  # the launch checked before anything runs
     reference, done, _ = uninterrupted

@@ -1,13 +1,15 @@
 """The Kubeflow training operator's PyTorchJob (kubeflow.org/v1): a Master and Workers, each a
-replica spec of its own; the job succeeds when the Master does."""
+replica spec of its own; the job succeeds when the Master does. Its package holds the operator's
+admission rules (admission.py), import (importer.py), the operator's contract with the pods
+(contract.py), the local plan (plan.py) and its reading of the chart's values."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from generator.errors import Finding
 from generator.fixtext import OPERATOR_CHART, operator_value, setting, value
-from generator.job import admission
 from generator.kinds.base import JobKind
+from generator.kinds.pytorchjob import admission
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -43,10 +45,9 @@ class PyTorchJob(JobKind):
     restarts_exhausted = ("backoff",)
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:
-        from generator.job import importer
-        from generator.job import source as manifests
+        from generator.kinds.pytorchjob import importer, manifest
 
-        job = manifests.pick(objects, source)  # exactly one PyTorchJob, or a refusal that says so
+        job = manifest.pick(objects, source)  # exactly one PyTorchJob, or a refusal that says so
         # The operator's rules first; Kubernetes' pod schema once they hold.
         return admission.check_objects(objects) or importer.kubernetes_findings(job)
 
@@ -54,15 +55,32 @@ class PyTorchJob(JobKind):
         return admission.advice(self.job_of(objects))
 
     def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
-        from generator.job import importer
-        from generator.job import source as manifests
+        from generator.kinds.pytorchjob import importer, manifest
 
-        return importer.to_values(manifests.pick(documents, source), source=source, reader=reader)
+        return importer.to_values(manifest.pick(documents, source), source=source, reader=reader)
+
+    def values_findings(self, objects: list[dict], merged: dict) -> tuple[list[Finding], list[Finding]]:
+        from generator.kinds.pytorchjob import values_paths
+
+        return values_paths.values_findings(objects, merged)
+
+    def summary(self, values: dict, checked, release: str) -> str:
+        from generator.kinds.pytorchjob.summary import summary
+
+        return summary(values, checked.job)
+
+    def image_warnings(self, job: dict, reader, as_values: bool = False) -> list[Finding]:
+        from generator.kinds.pytorchjob import workdir
+
+        return workdir.image_warnings(job, reader, as_values)
+
+    def not_convertible(self, from_values: bool) -> Finding | None:
+        return None  # convert's own input
 
     def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
-        from generator.local import plan as local_plan
+        from generator.kinds.pytorchjob import plan
 
-        return local_plan.plan(self.job_of(objects), run_dir, namespace, aliases, network)
+        return plan.plan(self.job_of(objects), run_dir, namespace, aliases, network)
 
     def replica_counts(self, job: dict) -> dict[str, dict[str, int]]:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from generator.errors import Finding, UserError
-from generator.job import admission
+from generator.job.kube import check_pod
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
@@ -227,7 +227,7 @@ def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | 
     # The node first, as the pod's first container, sidecars after it.
     spec["containers"] = [main] + [c for c in containers if c is not main]
     spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for its Jobs' pods
-    for finding in admission.check_pod(pod, f"{where} node pod", REPLICATED_JOB, CONTAINER):
+    for finding in check_pod(pod, f"{where} node pod", REPLICATED_JOB, CONTAINER):
         out.append(finding)
     if spec["restartPolicy"] not in ("OnFailure", "Never"):
         out.append(Finding(f"{where} node pod restartPolicy", "is not a Job pod's policy", spec["restartPolicy"],

@@ -7,6 +7,7 @@ import uuid
 
 import yaml
 
+from generator.kinds.trainjob.contract import JobSetPolicy
 from generator.local import plan as local_plan
 from generator.local import runner as local_run
 from tests.support import local_jobs, trainjobs
@@ -31,8 +32,7 @@ def nodes_plan(tmp_path, code: str, nodes: int = 2, node_backoff_limit: int = 6,
                                    {"PET_NODE_RANK": str(i), "PET_NNODES": str(nodes), "LIVES": str(tmp_path / "lives"),
                                     local_jobs.MARKER: marker})
                 for i in range(nodes)]
-    plan = local_plan.Plan("tj", tmp_path / "run", replicas, None, None, [], "TrainJob", local_plan.JOBSET,
-                           node_backoff_limit, max_set_restarts)
+    plan = local_plan.Plan("tj", tmp_path / "run", replicas, JobSetPolicy(node_backoff_limit, max_set_restarts), None, [])
     return plan, marker
 
 

@@ -1,10 +1,13 @@
 """The torchrun launch the chart writes and the one `import` of a TrainJob recognises are one
 command: the chart keeps its own (a template cannot read Python), so this fails when they drift."""
-from generator.job import trainjob, validation
+from generator import kinds
+from generator.job import validation
+from generator.kinds.trainjob import importer as trainjob
 
 
 def rendered(values: dict) -> dict:
-    checked = validation.check_values({"job": {"name": "mnist"}, **values})
+    values = {"job": {"name": "mnist"}, **values}
+    checked = validation.check_values(values, kinds.for_values(values))
     assert checked.findings == []
     return {o["kind"]: o for o in checked.objects}
 

@@ -3,7 +3,7 @@ is generator/kinds' (kinds.source)."""
 from __future__ import annotations
 
 from generator.errors import Finding, UserError
-from generator.job import admission
+from generator.kinds.pytorchjob import admission
 
 
 def pick(documents: list, source: str) -> dict:

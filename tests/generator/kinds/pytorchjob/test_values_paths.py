@@ -6,7 +6,8 @@ import json
 import pytest
 
 from generator import paths
-from generator.job import defaults, validation
+from generator.job import defaults
+from generator.kinds.pytorchjob import values_paths
 from tests.support import scenarios
 
 SCHEMA = json.loads(paths.SCHEMA.read_text())
@@ -55,7 +56,7 @@ def test_every_rule_path_maps_to_a_values_key(name):
     user = scenarios.values("pytorchjob", name)
     job = next(o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] == "PyTorchJob")
     merged = defaults.coalesce(user)
-    mapped = {p: validation.values_path(p, merged) for p in _rule_paths(job)}
+    mapped = {p: values_paths.values_path(p, merged) for p in _rule_paths(job)}
     unknown = {p: v for p, v in mapped.items() if not _schema_has(v)}
     assert unknown == {}
     assert len(mapped) > 10
@@ -64,7 +65,7 @@ def test_every_rule_path_maps_to_a_values_key(name):
 def test_a_role_value_is_named_where_the_role_sets_it():
     merged = defaults.coalesce({"topology": {"workers": 1}, "worker": {"resources": {"limits": {"memory": "1Gi"}}}})
     container = "spec.pytorchReplicaSpecs.{}.template.spec.containers[0].resources.limits.memory"
-    assert validation.values_path(container.format("Worker"), merged) == "worker.resources.limits.memory"
-    assert validation.values_path(container.format("Master"), merged) == "resources.limits.memory"
+    assert values_paths.values_path(container.format("Worker"), merged) == "worker.resources.limits.memory"
+    assert values_paths.values_path(container.format("Master"), merged) == "resources.limits.memory"
     gpus = "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.nvidia.com/gpu"
-    assert validation.values_path(gpus, merged) == "resources.gpus"
+    assert values_paths.values_path(gpus, merged) == "resources.gpus"

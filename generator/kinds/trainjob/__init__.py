@@ -1,13 +1,15 @@
 """Kubeflow Trainer v2's TrainJob (trainer.kubeflow.org/v1alpha1): identical nodes of a JobSet,
-run by a TrainingRuntime or ClusterTrainingRuntime; it completes when every node succeeds."""
+run by a TrainingRuntime or ClusterTrainingRuntime; it completes when every node succeeds. Its
+package holds Trainer's runtime and admission (runtime.py), import (importer.py), JobSet's
+contract with the nodes (contract.py) and the local plan (plan.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from generator.errors import Finding
 from generator.fixtext import value
-from generator.job import runtime as trainer
 from generator.kinds.base import FAILED, JobKind
+from generator.kinds.trainjob import runtime as trainer
 
 # JobSet's labels on a TrainJob's pods: <replicated job>-<job index>-<completion index> names a node.
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -47,14 +49,50 @@ class TrainJob(JobKind):
         return trainer.check(objects)
 
     def to_values(self, documents: list, source: str, reader=None) -> tuple[dict, list[str]]:
-        from generator.job import trainjob
+        from generator.kinds.trainjob import importer
 
-        return trainjob.to_values(documents, source=source)
+        return importer.to_values(documents, self.target, source=source)
+
+    def values_findings(self, objects: list[dict], merged: dict) -> tuple[list[Finding], list[Finding]]:
+        """The chart's own guards refused what v2 cannot express; left: a TrainJob the Kubeflow SDK
+        cannot read, named by the values that made it (the chart's runtimes set no resources, so the
+        node's limits are resources.limits with the chart's additions)."""
+        return [], [Finding("resources.limits", f.message, f.value, "set resources.limits.cpu, or on nodes without "
+                            "GPUs a CPU request (resources.requests.cpu), which the chart then sets as the TrainJob's "
+                            "CPU limit; or drop resources.limits") for f in trainer.sdk_unreadable(objects)]
+
+    def shape_values(self, values: dict) -> dict:
+        """Every node mounts the same volumes: an output claim goes on all of them, so that many
+        nodes must attach it (ReadWriteMany, where the chart makes the claim)."""
+        from generator.job import defaults, describe
+
+        merged = defaults.coalesce(values)
+        if merged["output"]["enabled"] and merged["topology"]["workers"] and "mountOn" not in (values.get("output") or {}):
+            describe.set_path(values, "output.mountOn", "all")
+            if not merged["output"]["existingClaim"]:
+                describe.set_path(values, "output.accessModes", ["ReadWriteMany"])
+        return values
+
+    def summary(self, values: dict, checked, release: str) -> str:
+        """Read off the PyTorchJob the same values render, whose pods are the nodes, and the TrainJob."""
+        from generator import kinds
+        from generator.job import validation
+        from generator.kinds.pytorchjob.summary import summary
+
+        pods = validation.check_values({**values, "target": kinds.PYTORCHJOB.target}, kinds.PYTORCHJOB, release)
+        return summary(values, pods.job, checked.job) if pods.job else ""
+
+    def not_convertible(self, from_values: bool) -> Finding | None:
+        if from_values:
+            return Finding("target", f"is already {self.target}", self.target,
+                           "nothing to convert: `generator render` gives its TrainJob")
+        return Finding("kind", f"is already a {self.kind}, Trainer v2's own kind", self.kind,
+                       "nothing to convert: `generator run` and `submit` take it as it is")
 
     def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
-        from generator.local import plan as local_plan
+        from generator.kinds.trainjob import plan
 
-        return local_plan.plan_trainjob(objects, run_dir, namespace, aliases, network)
+        return plan.plan(objects, run_dir, namespace, aliases, network)
 
     def running_without_condition(self, job: dict) -> bool:
         """Trainer sets no Running condition: it runs once any of its Jobs is active, and still runs

@@ -8,9 +8,9 @@ import copy
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import defaults, images
-from generator.job.importer import CHART_LABELS, KUEUE_LABEL, diff
-from generator.job.runtime import CONTAINER, KIND
+from generator.job import defaults
+from generator.job.imports import CHART_LABELS, diff, metadata, pinned_image
+from generator.kinds.trainjob.runtime import CONTAINER, KIND
 
 DEFAULT_LAUNCH = ["torchrun", "--module", "trainer"]
 NODE_OWNED = {"name", "image", "imagePullPolicy", "securityContext", "volumeMounts", "envFrom"}
@@ -19,7 +19,8 @@ POD_OWNED = {"containers", "volumes", "nodeSelector", "tolerations", "affinity",
              "restartPolicy"}
 
 
-def to_values(documents: list, source: str = "") -> tuple[dict, list[str]]:
+def to_values(documents: list, target: str, source: str = "") -> tuple[dict, list[str]]:
+    """Values of the chart's `target` that render the file's one TrainJob (and its runtime) back, and notes."""
     jobs = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
     if len(jobs) != 1:
         raise UserError([Finding("", f"holds {len(jobs)} TrainJobs", hint="give one TrainJob per file")], source=source)
@@ -29,19 +30,11 @@ def to_values(documents: list, source: str = "") -> tuple[dict, list[str]]:
                 if isinstance(d, dict) and d.get("kind") == "TrainingRuntime" and d.get("metadata", {}).get("name")}
     notes: list[str] = []
     d = defaults.chart_defaults()
-    d["target"] = "v2"
+    d["target"] = target
     meta = job.get("metadata") or {}
-    d["job"] = {"name": meta.get("name", ""), "labels": {k: v for k, v in (meta.get("labels") or {}).items()
-                                                          if k != KUEUE_LABEL and k not in CHART_LABELS},
-                "annotations": dict(meta.get("annotations") or {})}
-    d["kueue"]["queueName"] = (meta.get("labels") or {}).get(KUEUE_LABEL, "")
-    if meta.get("namespace"):
-        notes.append(f"namespace {meta['namespace']} is not part of the values: render with --namespace {meta['namespace']}")
+    metadata(d, meta, notes, "render")
     trainer = job.get("spec", {}).get("trainer") or {}
-    parsed = images.parse(trainer.get("image", ""))
-    if not parsed or bool(parsed[1]) == bool(parsed[2]):
-        raise UserError([Finding("spec.trainer.image", "must name exactly one of a tag or a digest for the chart to pin it",
-                                 trainer.get("image"), "write REPOSITORY:TAG or REPOSITORY@sha256:DIGEST")], source=source)
+    parsed = pinned_image(trainer.get("image"), "spec.trainer.image", source)
     d["image"].update(repository=parsed[0], tag=parsed[1], digest=parsed[2], pullPolicy="", pullSecrets=[])
     command = list(trainer.get("command") or [])
     d["command"] = [] if command == DEFAULT_LAUNCH else command

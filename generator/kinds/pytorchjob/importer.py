@@ -11,15 +11,14 @@ import shlex
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import admission, defaults, images, podschema
+from generator.job import defaults, images, podschema
+from generator.job.imports import CHART_LABELS, diff, metadata, pinned_image
+from generator.kinds.pytorchjob import admission
 
-CHART_LABELS = ("helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
-                "app.kubernetes.io/managed-by", "app.kubernetes.io/component")
 POD_OWNED = {"containers", "volumes", "nodeSelector", "tolerations", "affinity", "priorityClassName",
              "serviceAccountName", "automountServiceAccountToken", "securityContext", "imagePullSecrets"}
 CONTAINER_OWNED = {"name", "image", "imagePullPolicy", "command", "args", "env", "envFrom", "ports", "resources",
                    "securityContext", "volumeMounts"}
-KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def kubernetes_findings(job: dict) -> list[Finding]:
@@ -121,20 +120,9 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
     sidecars = {r: [c for c in p["containers"] if c.get("name") != admission.CONTAINER] for r, p in pods.items()}
 
     d = defaults.chart_defaults()
-    meta = job.get("metadata") or {}
-    d["job"] = {"name": meta["name"], "labels": {k: v for k, v in (meta.get("labels") or {}).items()
-                                                 if k != KUEUE_LABEL and k not in CHART_LABELS},
-                "annotations": dict(meta.get("annotations") or {})}
-    d["kueue"]["queueName"] = (meta.get("labels") or {}).get(KUEUE_LABEL, "")
-    if meta.get("namespace"):
-        notes.append(f"namespace {meta['namespace']} is not part of the values: render or submit with --namespace {meta['namespace']}")
-
+    metadata(d, job.get("metadata") or {}, notes, "render or submit")
     image = _same({r: c.get("image") for r, c in mains.items()}, "containers[pytorch].image")
-    parsed = images.parse(image)
-    if not parsed or bool(parsed[1]) == bool(parsed[2]):
-        raise UserError([Finding("spec.pytorchReplicaSpecs.*.containers[pytorch].image",
-                                 "must name exactly one of a tag or a digest for the chart to pin it", image,
-                                 "write REPOSITORY:TAG (e.g. :latest) or REPOSITORY@sha256:DIGEST")], source=source)
+    parsed = pinned_image(image, "spec.pytorchReplicaSpecs.*.containers[pytorch].image", source)
     d["image"].update(repository=parsed[0], tag=parsed[1], digest=parsed[2],
                       pullPolicy=_same({r: c.get("imagePullPolicy", "") for r, c in mains.items()}, "imagePullPolicy"),
                       pullSecrets=[s["name"] for s in _same({r: p.get("imagePullSecrets") or [] for r, p in pods.items()},
@@ -308,26 +296,3 @@ def without_stated_defaults(run_policy: dict) -> dict:
 def compare(original: dict, rendered: dict, path: str = "") -> list[str]:
     """Dotted paths where the rendered job differs from the original."""
     return diff(normalise(original), normalise(rendered), path)
-
-
-def diff(a: object, b: object, path: str) -> list[str]:
-    """The dotted paths where two objects differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for key in sorted(set(a) | set(b), key=str):
-            out += diff(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}" if path else str(key))
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            out += diff(x, y, f"{path}[{i}]")
-        return out
-    return [] if _equal_scalar(a, b) else [path]
-
-
-def _equal_scalar(a: object, b: object) -> bool:
-    if a == b:
-        return True
-    # Quantities and ports may be written as strings or numbers: 2 == "2".
-    return isinstance(a, (int, float, str)) and isinstance(b, (int, float, str)) and not isinstance(a, bool) \
-        and not isinstance(b, bool) and str(a) == str(b)

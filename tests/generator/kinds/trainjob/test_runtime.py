@@ -5,7 +5,7 @@ import pytest
 
 from generator import helm, paths
 from generator.errors import UserError
-from generator.job import runtime
+from generator.kinds.trainjob import runtime
 from tests.support import trainjobs
 from tests.support.trainjobs import IMAGE
 

@@ -1,0 +1,64 @@
+"""A PyTorchJob on this machine: one process per replica (or, on a Network, one container), a
+Master and Workers with the env the operator injects, run under the operator's policy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.container.ports import free_port
+from generator.errors import Finding
+from generator.kinds.pytorchjob import admission
+from generator.kinds.pytorchjob.contract import OperatorPolicy, operator_env
+from generator.local.plan import Network, Plan, Replica, check_pods
+from generator.local.pods import Pod, checked, main_container, replica
+
+DEFAULT_PORT, PORT_NAME = 23456, "pytorchjob-port"  # the operator's Master port, unless the container names one
+
+
+def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None,
+         network: Network | None = None) -> Plan:
+    """Raises UserError for what cannot run here (a Secret value that is not in the shell, an image
+    this machine does not have, ...). `aliases`: REPO -> the known image it is a copy of. With
+    `network`, containers: the Master by its name and its pytorchjob-port, as on a cluster."""
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    specs = spec["pytorchReplicaSpecs"]
+    notes: list[str] = []
+    problems: list[Finding] = []
+    nproc = str(spec.get("nprocPerNode") or admission.DEFAULT_NPROC_PER_NODE)
+    per_pod = int(nproc) if nproc.isdigit() else 1
+    order = [("Master", 1)] if "Master" in specs else []
+    if "Worker" in specs:
+        order.append(("Worker", int(specs["Worker"].get("replicas", 1))))
+    pods = sum(n for _, n in order)
+    check_pods(pods, "spec.pytorchReplicaSpecs.Worker.replicas", pods - 1)
+    elastic = spec.get("elasticPolicy")
+    if network:
+        main = main_container(specs[order[0][0]]["template"]["spec"], admission.CONTAINER)
+        port = next((int(p["containerPort"]) for p in main.get("ports") or [] if p.get("name") == PORT_NAME), DEFAULT_PORT)
+        rdzv_port = int((elastic or {}).get("rdzvPort") or port)
+        # As the operator names its Services: one per replica; elastic rendezvous at Worker 0's.
+        master, rdzv = f"{name}-master-0", f"{name}-worker-0:{rdzv_port}"
+    else:
+        port = free_port()
+        rdzv_port = free_port() if elastic else None
+        master, rdzv = "127.0.0.1", f"127.0.0.1:{rdzv_port}"
+    shared: dict[str, Path] = {}  # claimName -> folder: one PVC is one folder for every pod
+    replicas: list[Replica] = []
+    rank = 0
+    for role, count in order:
+        rspec = specs[role]
+        pod_spec = rspec["template"]["spec"]
+        where = f"spec.pytorchReplicaSpecs.{role}.template.spec"
+        for i in range(count):
+            env = operator_env(name, rank=rank, pods=pods, per_pod=per_pod, nproc=nproc, port=port, elastic=elastic,
+                               rdzv_port=rdzv_port, has_master="Master" in specs, master=master, rdzv=rdzv)
+            pod = f"{role.lower()}-{i}"
+            replicas.append(replica(Pod(name, pod, role, rank, rspec.get("restartPolicy") or admission.DEFAULT_RESTART_POLICY,
+                                        pod_spec, admission.CONTAINER, where, rspec["template"].get("metadata") or {},
+                                        hostname=f"{name}-{pod}", dns=f"{name}-{pod}"),
+                                    env, run_dir, namespace, aliases, shared, problems, notes, network))
+            rank += 1
+    notes = checked(replicas, problems, notes, name)
+    run_policy = spec.get("runPolicy") or {}
+    policy = OperatorPolicy(run_policy.get("backoffLimit"), "Master" in specs, elastic is not None)
+    return Plan(name, run_dir, replicas, policy, run_policy.get("activeDeadlineSeconds"), notes, network=network)

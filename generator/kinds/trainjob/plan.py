@@ -1,0 +1,41 @@
+"""A TrainJob on this machine: its nodes alike, each one process (or, on a Network, one container)
+running torchrun with only the PET_* variables Trainer's torch plugin sets, under JobSet's policy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from generator.container.ports import free_port
+from generator.errors import Finding
+from generator.kinds.trainjob import runtime
+from generator.kinds.trainjob.contract import JobSetPolicy
+from generator.local.plan import Network, Plan, check_pods
+from generator.local.pods import Pod, checked, replica
+
+
+def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None,
+         network: Network | None = None) -> Plan:
+    """A Trainer v2 TrainJob (its runtime beside it, or upstream's torch-distributed). With `network`,
+    containers: node 0 by its name under JobSet's headless Service, port 29500, as on a cluster."""
+    resolved = runtime.resolve(objects)
+    check_pods(resolved.nodes, "spec.trainer.numNodes", resolved.nodes, resolved.name)
+    notes: list[str] = []
+    problems: list[Finding] = []
+
+    def dns(i: int) -> str:  # JobSet's pods: hostname <job>-node-0-<i> under the headless Service <job>
+        return f"{resolved.name}-node-0-{i}.{resolved.name}"
+
+    # 29500 on a cluster, where each pod has its own address; a free one on this machine's loopback.
+    port, master = (runtime.MASTER_PORT, dns(0)) if network else (free_port(), "127.0.0.1")
+    shared: dict[str, Path] = {}
+    spec = resolved.pod["spec"]
+    replicas = []
+    for i in range(resolved.nodes):
+        # As the torch plugin and the Indexed Job set them; the Master's address is node 0's.
+        env = {**runtime.plugin_env(resolved.nodes, resolved.nproc, i, master, port), "JOB_COMPLETION_INDEX": str(i),
+               "PYTHONUNBUFFERED": "1"}
+        replicas.append(replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, runtime.CONTAINER,
+                                    f"{resolved.runtime} node pod.spec", hostname=f"{resolved.name}-node-0-{i}",
+                                    dns=dns(i)), env, run_dir, namespace, aliases, shared, problems, notes, network))
+    notes = checked(replicas, problems, notes, resolved.name)
+    return Plan(resolved.name, run_dir, replicas, JobSetPolicy(resolved.node_backoff_limit, resolved.max_set_restarts),
+                resolved.active_deadline, notes, network=network)
