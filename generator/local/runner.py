@@ -6,14 +6,13 @@ from __future__ import annotations
 import collections
 import os
 import shutil
-import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.container.process import Process, backoff
+from generator.container.process import Process, backoff, stop_together
 from generator.local.plan import Plan, Replica
 
 PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
@@ -118,11 +117,8 @@ class Runner:
         while settle and time.monotonic() < end and any(s.proc and s.proc.poll() is None for s in self.states):
             time.sleep(0.05)
         running = [s for s in self.states if s.proc and s.status == "Running"]
+        stop_together([s.proc for s in running], GRACE_SECONDS)
         for s in running:
-            s.proc.signal(signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_SECONDS
-        for s in running:
-            s.proc.stop(max(0.1, deadline - time.monotonic()))
             self._finish(s, "Succeeded" if s.proc.poll() == 0 else status)
         for s in self.states:
             if s.proc:
