@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import host, oci
+from generator.controlplane.realnode import host, kernel, oci
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders
 from generator.images import trainer as trainer_image
@@ -58,7 +58,7 @@ def probe_archive(folder: Path) -> Path:
 
 
 def kernel_settings() -> dict[str, str]:
-    return {n: Path("/proc/sys", n.replace(".", "/")).read_text().strip() for n in host.KERNEL_SETTINGS}
+    return {n: Path("/proc/sys", n.replace(".", "/")).read_text().strip() for n in kernel.KERNEL_SETTINGS}
 
 
 def left_on_machine(cluster_dir: Path) -> dict[str, list]:

@@ -1,7 +1,7 @@
 """The real node's configuration as pure functions of one typed description (RealNode): the
-folders it keeps under the cluster's, containerd's config.toml, the registry hosts file, the CNI
-bridge conflist, the KubeletConfiguration, and the two components' argv. Nothing here starts a
-process or writes a file; realnode/node.py does."""
+folders it keeps under the cluster's, the CNI bridge conflist, the KubeletConfiguration, the NAT
+rule to the API server, and the two components' argv (containerd's own files are
+realnode/containerd.py's). Nothing here starts a process or writes a file; realnode/node.py does."""
 from __future__ import annotations
 
 import ipaddress
@@ -15,6 +15,7 @@ from generator.controlplane import components, pki
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import build
+from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 
 # A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
 SOCKET_PATH_MAX = 107
@@ -24,8 +25,6 @@ CNI_CONFLIST = "10-pytorchjob-kit.conflist"
 KUBERNETES_SERVICE = (str(ipaddress.ip_network(components.SERVICE_RANGE)[1]), 443)
 # The comment that marks the cluster's netfilter rule, followed by the cluster's folder.
 RULE_MARK = "pytorchjob-kit"
-# The registry's CA and client pair, named as in its client folder (podman's and skopeo's --cert-dir).
-REGISTRY_CLIENT_FILES = ("ca.crt", "client.cert", "client.key")
 
 
 @dataclass(frozen=True)
@@ -153,103 +152,6 @@ def serving_certificate(node: RealNode) -> components.Certificate:
     """The kubelet's serving certificate, for the node's InternalIP the API server dials (pods/log, exec)."""
     return components.Certificate(node.serving_stem, components.NODE_USER.format(node.name), org=components.NODE_GROUP,
                                   server=True, ips=(node.address,))
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key).replace('"', "'")
-
-
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {value!r}")
-
-
-def toml(table: dict, prefix: tuple[str, ...] = ()) -> str:
-    """The TOML of nested tables of strings, booleans, integers and lists of them (all containerd's
-    configuration needs); the standard library reads TOML but does not write it."""
-    scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
-    tables = {k: v for k, v in table.items() if isinstance(v, dict)}
-    lines = [f"[{'.'.join(_toml_key(p) for p in prefix)}]"] if prefix and (scalars or not tables) else []
-    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in scalars.items()]
-    text = "\n".join(lines) + ("\n" if lines else "")
-    for key, sub in tables.items():
-        text += ("\n" if text else "") + toml(sub, (*prefix, key))
-    return text
-
-
-def containerd_config(node: RealNode) -> str:
-    """containerd v2 (config version 3): its own root, state and sockets under the node's folder,
-    cgroupfs through runc, overlayfs, the pause image as sandbox, the CNI bridge, registry hosts."""
-    f = node.folders
-    return toml({
-        "version": 3,
-        "root": str(f.containerd / "root"),
-        "state": str(f.containerd / "state"),
-        # NRI would listen on /var/run/nri/nri.sock, the machine's one: nothing here uses it.
-        "disabled_plugins": ["io.containerd.nri.v1.nri"],
-        "grpc": {"address": str(f.socket)},
-        "ttrpc": {"address": f"{f.socket}.ttrpc"},
-        "debug": {"address": str(f.containerd / "debug.sock"), "level": "info"},
-        "plugins": {
-            # Its default is the machine's /opt/containerd.
-            "io.containerd.internal.v1.opt": {"path": str(f.containerd / "opt")},
-            "io.containerd.cri.v1.images": {
-                "snapshotter": "overlayfs",
-                # Imported at every start, never pulled, never collected.
-                "pinned_images": {"sandbox": build.PAUSE_IMAGE},
-                "registry": {"config_path": str(f.registry_hosts)},
-            },
-            "io.containerd.cri.v1.runtime": {
-                # Root here lacks CAP_SYS_RESOURCE: the kubelet's -998 for sandboxes cannot be written, so
-                # containerd keeps every score at or above its own.
-                "restrict_oom_score_adj": True,
-                # Pods' network namespaces under the node's state, not the machine's /run/netns.
-                "netns_mounts_under_state_dir": True,
-                "enable_cdi": False,
-                "containerd": {
-                    "default_runtime_name": "runc",
-                    "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
-                                          # runc's state beside containerd's, not the machine's /run/containerd/runc.
-                                          "options": {"BinaryName": str(node.runc), "SystemdCgroup": False,
-                                                      "Root": str(f.containerd / "state" / "runc")}}},
-                },
-                "cni": {"bin_dirs": [str(node.cni_bin)], "conf_dir": str(f.cni_conf), "max_conf_num": 1},
-            },
-            # kubectl exec, attach and port-forward stream through here; loopback only, any free port.
-            "io.containerd.grpc.v1.cri": {"stream_server_address": "127.0.0.1", "stream_server_port": "0"},
-        },
-    })
-
-
-def host_directory(name: str) -> str:
-    """The folder containerd looks up for a registry name: `host:port` is written `host_port_`."""
-    host, sep, port = name.rpartition(":")
-    return f"{host}_{port}_" if sep and port.isdigit() else name
-
-
-def registry_hosts(node: RealNode) -> dict[Path, str]:
-    """containerd's hosts file for each registry name the machine's registry holds images under:
-    a pull of `ghcr.io/kubeflow/x:1` asks https://ADDRESS/v2/ghcr.io/kubeflow/x/... (the
-    registry keeps each image under its full upstream name, so the name's registry is a part of
-    the path, and `override_path` keeps containerd from adding its own /v2), with the registry's
-    CA and client certificate. Only then, as for any mirror, the name's own registry, where this
-    machine reaches it. `_default` cannot serve here: its hosts file is the same for every name,
-    and the name is what the path must carry."""
-    if node.mirror is None:
-        return {}
-    client = node.folders.registry_client
-    ca, cert, key = (str(client / name) for name in REGISTRY_CLIENT_FILES)
-    return {node.folders.registry_hosts / host_directory(name) / "hosts.toml": toml({"host": {
-        f"https://{node.mirror.address}/v2/{name}": {"capabilities": ["pull", "resolve"], "ca": ca,
-                                                      "client": [[cert, key]], "override_path": True}}})
-        for name in node.mirror.names}
 
 
 def api_service_rule(node: RealNode) -> list[str]:

@@ -7,9 +7,7 @@ after the supervisor was killed, and twice."""
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import hashlib
-import json
 import os
 import shlex
 import shutil
@@ -21,16 +19,10 @@ from pathlib import Path
 from generator.controlplane import network
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout, started_by
+from generator.controlplane.realnode import kernel
 from generator.controlplane.realnode.config import Folders, rule_comment
 from generator.errors import UserError
 
-# The kubelet with protectKernelDefaults: false sets these machine-wide (1, 10 and 1); with true it
-# refuses to start unless they already have those values.
-KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
-SYSCTL_DIR = Path("/proc/sys")
-# One record for the machine: two clusters' kubelets set the same settings, and the values put back
-# must be the ones from before the first of them, once the last is down.
-KERNEL_RECORD = Path("/run/pytorchjob-kit/kernel-settings.json")
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one
 # A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
 # the namespace and the sandbox the shim serves (containerd's pkg/shim SocketAddress).
@@ -38,70 +30,6 @@ SHIM_SOCKETS = Path("/run/containerd/s")
 # The kubelet links each container's log here, whatever its podLogsDir (a fixed path in the kubelet).
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 _MNT_DETACH = 2
-
-
-def _sysctl(name: str, sysctl_dir: Path) -> Path:
-    return sysctl_dir / name.replace(".", "/")
-
-
-def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> dict[str, str]:
-    """Record the kernel settings before this cluster's kubelet changes them (unless another
-    cluster's record holds them already), and add `holder` to the clusters holding it."""
-    with _locked(record):
-        held = _read(record)
-        if not held:
-            held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS}, "holders": []}
-        if str(holder) not in held["holders"]:
-            held["holders"].append(str(holder))
-        _write(record, held)
-        return held["values"]
-
-
-def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> list[str]:
-    """`holder` lets go of the record; the last to let go puts the recorded values back. What was put back."""
-    with _locked(record):
-        held = _read(record)
-        if not held or str(holder) not in held["holders"]:
-            return []
-        held["holders"].remove(str(holder))
-        if held["holders"]:
-            _write(record, held)
-            return []
-        restored = []
-        for name in (n for n in KERNEL_SETTINGS if n in held["values"]):
-            value = held["values"][name]
-            target = _sysctl(name, sysctl_dir)
-            if target.read_text().strip() != value:
-                target.write_text(value)
-                restored.append(f"{name}={value}")
-        record.unlink()
-        return restored
-
-
-class _locked:
-    def __init__(self, record: Path):
-        self.path = record.with_name(f".{record.name}.lock")
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        self.handle.close()
-
-
-def _read(record: Path) -> dict:
-    try:
-        return json.loads(record.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _write(record: Path, held: dict) -> None:
-    tmp = record.with_name(f".{record.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(held, indent=2, sort_keys=True))
-    os.replace(tmp, record)
 
 
 # --- the API server's Service ---------------------------------------------------------------
@@ -296,7 +224,7 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)
-    restored = release_kernel_settings(root)
+    restored = kernel.release_kernel_settings(root)
     if restored:
         done.append(f"kernel settings put back ({', '.join(restored)})")
     return done, problems

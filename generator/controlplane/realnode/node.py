@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from generator.container import ports
 from generator.controlplane import operator, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, host
+from generator.controlplane.realnode import build, config, containerd, host, kernel
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -48,7 +48,7 @@ def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
     """The registry's CA and client pair into the node's folder (0700), each 0600, for containerd's hosts files."""
     folders.registry_client.mkdir(mode=0o700, parents=True, exist_ok=True)
     folders.registry_client.chmod(0o700)
-    for name in config.REGISTRY_CLIENT_FILES:
+    for name in containerd.REGISTRY_CLIENT_FILES:
         fd = os.open(folders.registry_client / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             os.fchmod(fd, 0o600)
@@ -71,14 +71,14 @@ def start(sup: Supervisor) -> None:
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn, org=cert.org, server=True, names=[node.name],
                                         ips=list(cert.ips))
 
-    containerd = sup.start(config.containerd(node))
+    containerd_proc = sup.start(config.containerd(node))
     processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, 60, "containerd to answer on its socket",
-                         containerd)
+                         containerd_proc)
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
     host.add_api_route(config.api_service_rule(node))
     host.make_cgroup_root(sup.layout.root)
-    values = host.hold_kernel_settings(sup.layout.root)
+    values = kernel.hold_kernel_settings(sup.layout.root)
     print("kernel settings before the kubelet (put back at cluster down): "
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))

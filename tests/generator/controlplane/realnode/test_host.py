@@ -1,12 +1,10 @@
-"""What the real node changes on the machine is undone: the kernel settings put back by the last
-cluster down, mounts under the node's folder detached, the cluster's cgroups killed and removed in
-every hierarchy. Mounts and cgroups are the machine's own (root needed: skipped, saying why, without)."""
+"""What the real node changes on the machine is undone: mounts under the node's folder detached,
+the cluster's cgroups killed and removed in every hierarchy. Mounts and cgroups are the machine's own (root needed: skipped, saying why, without)."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,45 +13,6 @@ from generator.controlplane.realnode import host
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mounts and cgroups of the machine need root")
-
-
-@pytest.fixture
-def sysctls(tmp_path) -> Path:
-    """A folder laid out as /proc/sys, holding the three settings as this machine's kind has them."""
-    folder = tmp_path / "sys"
-    for name, value in {"vm.overcommit_memory": "0", "kernel.panic": "0", "kernel.panic_on_oops": "0"}.items():
-        path = folder / name.replace(".", "/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(value + "\n")
-    return folder
-
-
-def kubelet_sets(folder: Path) -> None:
-    """What the kubelet does at start with protectKernelDefaults: false."""
-    for name, value in {"vm/overcommit_memory": "1", "kernel/panic": "10", "kernel/panic_on_oops": "1"}.items():
-        (folder / name).write_text(value + "\n")
-
-
-def values(folder: Path) -> dict[str, str]:
-    return {n: (folder / n.replace(".", "/")).read_text().strip() for n in host.KERNEL_SETTINGS}
-
-
-def test_the_last_cluster_down_puts_back_the_settings_from_before_the_first_kubelet(tmp_path, sysctls):
-    record = tmp_path / "run" / "kernel-settings.json"
-    before = values(sysctls)
-    assert host.hold_kernel_settings(Path("/a"), record, sysctls) == before
-    kubelet_sets(sysctls)
-    # A second cluster records nothing new: the values are the first one's.
-    assert host.hold_kernel_settings(Path("/b"), record, sysctls) == before
-    assert host.release_kernel_settings(Path("/a"), record, sysctls) == []
-    assert values(sysctls) == {"vm.overcommit_memory": "1", "kernel.panic": "10", "kernel.panic_on_oops": "1"}
-    assert host.release_kernel_settings(Path("/b"), record, sysctls) == [
-        "vm.overcommit_memory=0", "kernel.panic=0", "kernel.panic_on_oops=0"]
-    assert values(sysctls) == before and not record.exists()
-    # A cluster that held nothing (or a second down) changes nothing.
-    kubelet_sets(sysctls)
-    assert host.release_kernel_settings(Path("/a"), record, sysctls) == []
-    assert values(sysctls)["kernel.panic"] == "10"
 
 
 @needs_root
@@ -82,8 +41,8 @@ def writable_cgroups() -> bool:
 
 
 @pytest.mark.skipif(not writable_cgroups(), reason="needs root and writable cgroup hierarchies")
-def test_the_clusters_cgroup_is_made_in_every_hierarchy_and_teardown_kills_and_removes_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(host, "KERNEL_RECORD", tmp_path / "no-record.json")
+def test_the_clusters_cgroup_is_made_in_every_hierarchy_and_teardown_kills_and_removes_it(tmp_path):
+    # The machine's kernel-settings record is left alone: this folder never held it.
     cluster = tmp_path / "cluster"
     made = host.make_cgroup_root(cluster)
     assert made == [h / cgroups.cluster_name(cluster) for h in host.hierarchies()] and all(p.is_dir() for p in made)

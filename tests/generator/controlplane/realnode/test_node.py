@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import config, node
+from generator.controlplane.realnode import config, containerd, node
 from generator.errors import UserError
 from generator.images.registry import Registry
 
@@ -21,13 +21,13 @@ def test_the_registry_names_are_those_the_registry_holds_images_under():
 def test_the_node_copies_the_registry_client_into_its_own_folder_readable_by_root_alone(tmp_path):
     reg = Registry(tmp_path / "registry")
     reg.certs.mkdir(parents=True)
-    for name in config.REGISTRY_CLIENT_FILES:
+    for name in containerd.REGISTRY_CLIENT_FILES:
         (reg.certs / name).write_text(f"{name} PEM\n")
     folders = config.Folders.of(Layout(tmp_path / "cluster"))
     node.copy_registry_client(reg, folders)
     node.copy_registry_client(reg, folders)  # a restart of the node writes them again
     assert stat.S_IMODE(folders.registry_client.stat().st_mode) == 0o700
-    for name in config.REGISTRY_CLIENT_FILES:
+    for name in containerd.REGISTRY_CLIENT_FILES:
         copy = folders.registry_client / name
         assert copy.read_text() == f"{name} PEM\n"
         assert stat.S_IMODE(copy.stat().st_mode) == 0o600

@@ -1,0 +1,80 @@
+"""The three kernel settings the real node's kubelet sets machine-wide (with protectKernelDefaults
+false; with true it refuses to start): recorded before the first cluster's kubelet starts and put
+back when the last cluster that holds the record is down."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+# The kubelet with protectKernelDefaults: false sets these machine-wide (1, 10 and 1); with true it
+# refuses to start unless they already have those values.
+KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+SYSCTL_DIR = Path("/proc/sys")
+# One record for the machine: two clusters' kubelets set the same settings, and the values put back
+# must be the ones from before the first of them, once the last is down.
+KERNEL_RECORD = Path("/run/pytorchjob-kit/kernel-settings.json")
+
+def _sysctl(name: str, sysctl_dir: Path) -> Path:
+    return sysctl_dir / name.replace(".", "/")
+
+
+def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> dict[str, str]:
+    """Record the kernel settings before this cluster's kubelet changes them (unless another
+    cluster's record holds them already), and add `holder` to the clusters holding it."""
+    with _locked(record):
+        held = _read(record)
+        if not held:
+            held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS}, "holders": []}
+        if str(holder) not in held["holders"]:
+            held["holders"].append(str(holder))
+        _write(record, held)
+        return held["values"]
+
+
+def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> list[str]:
+    """`holder` lets go of the record; the last to let go puts the recorded values back. What was put back."""
+    with _locked(record):
+        held = _read(record)
+        if not held or str(holder) not in held["holders"]:
+            return []
+        held["holders"].remove(str(holder))
+        if held["holders"]:
+            _write(record, held)
+            return []
+        restored = []
+        for name in (n for n in KERNEL_SETTINGS if n in held["values"]):
+            value = held["values"][name]
+            target = _sysctl(name, sysctl_dir)
+            if target.read_text().strip() != value:
+                target.write_text(value)
+                restored.append(f"{name}={value}")
+        record.unlink()
+        return restored
+
+
+class _locked:
+    def __init__(self, record: Path):
+        self.path = record.with_name(f".{record.name}.lock")
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.handle = open(self.path, "w")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def _read(record: Path) -> dict:
+    try:
+        return json.loads(record.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(record: Path, held: dict) -> None:
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(held, indent=2, sort_keys=True))
+    os.replace(tmp, record)
