@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from generator.cluster import apierrors
 from generator.cluster import client as api
 from generator.errors import UserError
 from generator.kinds import source
@@ -94,7 +95,7 @@ def _apply_job(c: api.Cluster, job: dict, dry_run: bool, kind: JobKind, own_runt
             return api.apply_job(c, job, dry_run, kind)
         except UserError as exc:
             cause = exc.__cause__
-            said = (api.error_body(cause).get("message") or "") if hasattr(cause, "body") else ""
+            said = (apierrors.error_body(cause).get("message") or "") if hasattr(cause, "body") else ""
             if not (own_runtime and RUNTIME_UNSEEN in said):
                 raise
             if dry_run:
@@ -178,7 +179,7 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
         except UserError:
             raise
         except Exception as exc:
-            raise api.explain(exc, c, "watch", kind.plural, name) from exc
+            raise apierrors.explain(exc, c, "watch", kind.plural, name) from exc
         finally:
             stream.stop()
         if kind.child_jobs and api.condition(job)[0] == state:

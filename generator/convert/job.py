@@ -144,12 +144,12 @@ def cleaned(objects: list[dict], drop_namespace: bool) -> list[dict]:
 def _image_command(container: dict, reader=None) -> tuple[list[str], str]:
     """(what a container that sets no command runs, the registry it was read from), read from its
     image's config; ([], why not) when no registry gave it."""
-    from generator.images import distribution
+    from generator.images import distribution, manifests
 
     image = container.get("image") or ""
     try:
         found = (reader or distribution.Reader()).config(image)
-    except distribution.Unreadable as exc:
+    except manifests.Unreadable as exc:
         return [], f" ({exc})"
     command = found.config.runs(container.get("args"))
     return command, (found.where if command else f" ({image}'s config names neither ENTRYPOINT nor CMD)")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import defaults, schema, values_io
+from generator.job import defaults, goyaml, schema
 
 
 @dataclass
@@ -37,7 +37,7 @@ def check_values(user: dict, kind, release: str = "release", namespace: str = "d
 def check_operator_values(user: dict, release: str = "training", namespace: str = "kubeflow") -> Checked:
     """Values for charts/pytorch-operator: every schema problem at once, then the chart's own
     guards as Helm renders it."""
-    base = values_io.load_yaml((paths.OPERATOR_CHART / "values.yaml").read_text())
+    base = goyaml.load_yaml((paths.OPERATOR_CHART / "values.yaml").read_text())
     findings = schema.check(defaults.coalesce(user, base), paths.OPERATOR_CHART)
     if findings:
         return Checked(findings)

@@ -79,7 +79,7 @@ def _command_from_image(job: dict, reader) -> list[str]:
     whose ENTRYPOINT is known) gets the image's ENTRYPOINT, and its CMD unless the container gives
     args, as its command: the values then say what runs, which `generator run` and Trainer v2 need.
     What could not be read stays empty, as the image would run it; the notes say which."""
-    from generator.images import distribution
+    from generator.images import manifests
 
     trainer = defaults.chart_defaults()["image"]["repository"]
     notes = []
@@ -90,7 +90,7 @@ def _command_from_image(job: dict, reader) -> list[str]:
             continue
         try:
             found = reader.config(image)
-        except distribution.Unreadable as exc:
+        except manifests.Unreadable as exc:
             note = f"command: left empty, so {image}'s own ENTRYPOINT runs; it was not written out: {exc}"
         else:
             command = found.config.runs(main.get("args"))

@@ -22,7 +22,7 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
     not warned of: `WORKDIR` makes its folder 0755, open to every uid."""
     if not job:
         return []
-    from generator.images import distribution
+    from generator.images import distribution, manifests
 
     trainer = defaults.chart_defaults()["image"]["repository"]
     out: list[Finding] = []
@@ -43,7 +43,7 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
         reader = reader or distribution.Reader()  # asked only here: most jobs set their command
         try:
             found = reader.config(image)
-        except distribution.Unreadable:
+        except manifests.Unreadable:
             # As before registries were read: validate stays quiet offline (the chart's default
             # runAsUser would otherwise warn of every image of the user's that no registry gives).
             continue
