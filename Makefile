@@ -46,11 +46,12 @@ e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
 	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python KUBEFLOW_SDK_V2_PYTHON=$(VENV)/kubeflow-sdk-v2/bin/python \
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
+# Unbuffered, so each step's line shows as it starts rather than when its half of the build ends.
 e2e-binaries: venv
-	$(PY) -m generator cluster build
+	PYTHONUNBUFFERED=1 $(PY) -m generator cluster build
 
 e2e-image: venv
-	$(PY) -m generator image build --quiet
+	PYTHONUNBUFFERED=1 $(PY) -m generator image build --quiet
 
 # The official Kubeflow training SDK, for tests/e2e/test_kubeflow_sdk.py, in a venv of its own:
 # kubeflow-training 1.9.4 caps the kubernetes client below 36, and the generator's server-side
