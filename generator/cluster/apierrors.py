@@ -131,8 +131,8 @@ def _short(reason: object) -> str:
 
 
 def _kind(resource: str) -> str:
-    return {**{k.plural: k.kind for k in kinds.ALL}, "trainingruntimes": "TrainingRuntime", "pods": "pod",
-            "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
+    return {**{k.plural: k.kind for k in kinds.ALL}, **{plural: kind for k in kinds.ALL for kind, plural in k.companion_plurals.items()},
+            "pods": "pod", "persistentvolumeclaims": "PersistentVolumeClaim"}.get(resource, resource)
 
 
 def failures() -> tuple[type[BaseException], ...]:

@@ -23,6 +23,7 @@ BACKOFF_LIMIT = value("runPolicy.backoffLimit")
 
 
 class TrainJob(JobKind):
+    companion_plurals = RUNTIME_PLURALS
     kind = trainer.KIND
     group = trainer.GROUP
     version = trainer.VERSION

@@ -56,3 +56,14 @@ def test_a_webhook_that_answered_no_is_a_refusal_not_an_outage():
     assert apierrors.webhook_down(exc) is None
     assert "rejected PyTorchJob mnist: spec.pytorchReplicaSpecs" in apierrors.explain(exc, CLUSTER, "apply", "pytorchjobs",
                                                                                  "mnist").describe()
+
+
+@pytest.mark.parametrize(("resource", "said"), [
+    ("pytorchjobs", "PyTorchJob mnist not found"), ("trainjobs", "TrainJob mnist not found"),
+    ("trainingruntimes", "TrainingRuntime mnist not found"), ("clustertrainingruntimes", "ClusterTrainingRuntime mnist not found"),
+    ("pods", "pod mnist not found"),
+])
+def test_an_object_that_is_not_there_is_named_by_its_kind(resource, said):
+    exc = ApiException(status=404, reason="Not Found")
+    exc.body = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound", "details": {"name": "mnist"}})
+    assert apierrors.explain(exc, CLUSTER, "get", resource, "mnist").describe().startswith(said + " in namespace ml")
