@@ -9,7 +9,6 @@ user's link is refused: root writing into a shared folder must not land where th
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 
 from generator.errors import Finding, UserError
@@ -119,7 +118,8 @@ def _write_in(folder_fd: int, folder: str, name: str, text: str, named: str) -> 
 def _temp_file(folder_fd: int, name: str, named: str) -> tuple[str, int]:
     """A new file of our own in the open folder, open for writing (O_EXCL: never one that was there)."""
     for _ in range(100):
-        temp = f".{name}.{secrets.token_hex(4)}.tmp"
+        # os.urandom rather than secrets, which would cost every command its hashlib, hmac and random imports.
+        temp = f".{name}.{os.urandom(4).hex()}.tmp"
         try:
             return temp, os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                                  dir_fd=folder_fd)
