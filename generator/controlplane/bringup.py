@@ -120,6 +120,26 @@ def default_storage(sup: Supervisor) -> None:
     storage.Provisioner(api, sup.layout.volumes, sup.stopping).start()
 
 
+def default_service_account(sup: Supervisor) -> None:
+    """The controller-manager makes each namespace's `default` ServiceAccount a moment after it
+    starts; until then the API server refuses every pod there ("serviceaccount \"default\" not
+    found"), so a pod created right after `cluster up` would be refused."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(operator.admin_client(sup.layout))
+
+    def made() -> bool:
+        try:
+            return bool(core.read_namespaced_service_account("default", "default"))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    processes.wait_until(made, 60, "the controller-manager to make the ServiceAccount default in namespace default",
+                         sup.children["kube-controller-manager"])
+
+
 def operator_release(sup: Supervisor) -> None:
     sup.save(operator=operator.install(sup.layout, sup.operator_values))
 
@@ -166,6 +186,7 @@ STEPS = (
     Step("node", node, after=("image registry", "kube-apiserver"), starts=("containerd", "kubelet")),
     # Its volumes are the node's folders, bound by the controller-manager's PV controller.
     Step("default storage", default_storage, after=("kube-controller-manager", "node")),
+    Step("default service account", default_service_account, after=("kube-controller-manager", "node")),
     # A release's pods need the scheduler, the controllers and the node.
     Step("operator release", operator_release, after=("kube-controller-manager", "kube-scheduler", "node")),
     Step("trainer release", trainer_release, after=("kube-controller-manager", "kube-scheduler", "node")),

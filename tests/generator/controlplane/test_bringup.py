@@ -15,7 +15,8 @@ from generator.controlplane.supervisor import Supervisor
 def test_the_bring_up_runs_in_dependency_order_and_leaves_the_release_out_without_an_operator():
     names = [s.name for s in bringup.steps(with_operator=True)]
     assert names == ["image registry", "pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
-                     "kube-scheduler", "node", "default storage", "operator release", "releases ready"]
+                     "kube-scheduler", "node", "default service account", "default storage", "operator release",
+                     "releases ready"]
     assert [s.name for s in bringup.steps(with_operator=False)] == names[:-2]
 
 
@@ -56,7 +57,7 @@ def test_a_step_that_comes_after_one_nobody_is_called_is_named():
     with pytest.raises(OrderError) as refused:
         bringup.ordered(planted, planted)
     assert str(refused.value).startswith("bring-up step 'gpu plugin' comes after 'nodes', which no step is called; "
-                                         "the steps are certificates, default storage, etcd, gpu plugin, ")
+                                         "the steps are certificates, default service account, default storage, etcd, gpu plugin, ")
 
 
 def test_two_steps_of_one_name_are_named():
