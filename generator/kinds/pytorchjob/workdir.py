@@ -22,8 +22,6 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
     not warned of: `WORKDIR` makes its folder 0755, open to every uid."""
     if not job:
         return []
-    from generator.images import distribution, manifests
-
     trainer = defaults.chart_defaults()["image"]["repository"]
     out: list[Finding] = []
     for role, rspec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
@@ -40,7 +38,10 @@ def image_warnings(job: dict, reader, as_values: bool = False) -> list[Finding]:
         else:
             path = f"spec.pytorchReplicaSpecs.{role}.template.spec." + \
                 ("containers[pytorch].securityContext.runAsUser" if "runAsUser" in mine else "securityContext.runAsUser")
-        reader = reader or distribution.Reader()  # asked only here: most jobs set their command
+        # Loaded and asked only here (a registry client costs 40 ms to load): most jobs set their command.
+        from generator.images import distribution, manifests
+
+        reader = reader or distribution.Reader()
         try:
             found = reader.config(image)
         except manifests.Unreadable:
