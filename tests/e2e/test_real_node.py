@@ -316,9 +316,13 @@ def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel
 
 def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):
     c = start_cluster(tmp_path_factory.mktemp("real-killed"), None, NODE)
-    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
-    run_a_pod(c)
-    supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
+    try:
+        real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+        run_a_pod(c)
+        supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
+    except BaseException:
+        stop_cluster(c)  # failed before the kill: leave no cluster running on the machine
+        raise
     os.kill(supervisor, signal.SIGKILL)
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
              Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
