@@ -100,6 +100,12 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
                                "put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
                                "`cluster up`, or use --node process")
+    sized = [flag for flag, given in (("--cpu", cpu), ("--memory", memory), ("--gpus", gpus)) if given]
+    if node_kind == "real" and sized:
+        verb = "size" if len(sized) > 1 else "sizes"
+        raise click.UsageError(f"{' and '.join(sized)} {verb} the process node; the real node offers this machine's "
+                               "CPUs and memory as its kubelet measures them: drop them, and lower the jobs' requests "
+                               "where they do not fit (or use --node process)")
     if kueue_quota and not kueue:
         raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)

@@ -6,7 +6,9 @@ upstream name, so the charts install unchanged from it:
   build` makes, FROM scratch with /manager as upstream's images have it, as the distroless
   `nonroot` user (65532) that Trainer's and JobSet's images run as and the operator chart sets;
 - alpine (the operator's init container, `nslookup`; Trainer's runtimes installer) as Debian's
-  static busybox with its applets;
+  static busybox with its applets, dash as sh, and BIND's nslookup: busybox 1.35's nslookup fails
+  when any of the pod's search domains lacks the name (alpine 3.10's busybox 1.30 does not), so the
+  operator's Workers would wait for their Master forever;
 - curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl.
 
 The names come from rendering the charts with their default values (Trainer's and Kueue's with the
@@ -28,6 +30,8 @@ from generator.images import engine as engine_
 from generator.images.registry import split
 
 NONROOT = "65532:65532"
+STAND_IN_PROGRAMS = ("busybox", "dash", "nslookup")  # the alpine stand-in's, from Debian's packages
+ALPINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # as alpine's image sets it
 CURL_USER = "100:101"  # curlimages/curl's curl_user
 
 
@@ -112,8 +116,14 @@ def _binary_rootfs(binary: Path, into: Path) -> None:
     root = into / "rootfs"
     (root / "tmp").mkdir(parents=True)
     (root / "tmp").chmod(0o1777)
-    shutil.copy2(binary, root / "manager")
-    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    _with_libraries(binary, root, "manager")
+
+
+def _with_libraries(program: Path, root: Path, at: str) -> None:
+    """`program` at `root`/`at`, and the shared libraries it loads at their own paths under `root`."""
+    (root / at).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(program, root / at)
+    ldd = subprocess.run(["ldd", str(program)], capture_output=True, text=True)
     for line in ldd.stdout.splitlines() if ldd.returncode == 0 else []:
         for word in line.split():
             if word.startswith("/") and Path(word).is_file():
@@ -124,8 +134,11 @@ def _binary_rootfs(binary: Path, into: Path) -> None:
 
 DOCKERFILES = {
     "binary": f'FROM scratch\nCOPY rootfs/ /\nUSER {NONROOT}\nENTRYPOINT ["/manager"]\n',
-    # busybox's applets as links beside it: sh, nslookup, wget, ... as alpine's /bin has them.
-    "busybox": 'FROM scratch\nCOPY rootfs/ /\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nCMD ["/bin/sh"]\n',
+    # busybox's applets as links beside it, as alpine's /bin has them, but for the two the rootfs brings
+    # (--install leaves a file there alone): sh is dash, since Debian's busybox shell runs its own applet
+    # for `nslookup` whatever PATH says, and nslookup is BIND's.
+    "busybox": f'FROM scratch\nCOPY rootfs/ /\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\nENV PATH={ALPINE_PATH}\n'
+               'CMD ["/bin/sh"]\n',
     "curl": 'ARG BASE\nFROM ${BASE}\nRUN apt-get update && apt-get install -y --no-install-recommends curl '
             f'&& rm -rf /var/lib/apt/lists/*\nUSER {CURL_USER}\nENTRYPOINT ["curl"]\n',
 }
@@ -140,8 +153,8 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show)
     if made.kind == "binary":
         stamp += str(binaries[made.binary])  # its folder is named by a hash of what it is built from
     elif made.kind == "busybox":
-        engine_.install(["busybox"], say)
-        stamp += hashlib.sha256(Path(shutil.which("busybox")).read_bytes()).hexdigest()
+        engine_.install(list(STAND_IN_PROGRAMS), say)
+        stamp += "".join(hashlib.sha256(Path(shutil.which(p)).read_bytes()).hexdigest() for p in STAND_IN_PROGRAMS)
     else:
         args["BASE"] = base.ensure(eng, say, show)
         stamp += eng.image_id(args["BASE"]) or ""
@@ -156,6 +169,9 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show)
         elif made.kind == "busybox":
             (context / "rootfs" / "bin").mkdir(parents=True)
             shutil.copy2(shutil.which("busybox"), context / "rootfs" / "bin" / "busybox")
+            for program, at in (("dash", "bin/sh"), ("nslookup", "usr/bin/nslookup")):
+                _with_libraries(Path(shutil.which(program)), context / "rootfs", at)
+            (context / "rootfs" / "bin" / "nslookup").symlink_to("/usr/bin/nslookup")
         say(f"building {made.name} ({made.kind}) with {eng.name}")
         recipe.ensure(eng, job, show=show)
     return made.name

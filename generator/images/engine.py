@@ -23,7 +23,8 @@ DOCKER = "docker"
 PODMAN = "podman"
 # The Debian package that brings each program this package runs.
 PACKAGES = {"podman": "podman", "runc": "runc", "mmdebstrap": "mmdebstrap", "skopeo": "skopeo",
-            "busybox": "busybox-static"}
+            "busybox": "busybox-static", "dash": "dash",
+            "nslookup": "bind9-dnsutils"}
 
 
 def folder() -> Path:

@@ -216,6 +216,23 @@ def test_the_trainer_image_is_pulled_from_the_registry_and_trains_as_uid_1000_on
     assert pulled and pulled[0].startswith(f'Successfully pulled image "{TRAINER}"'), pulled
 
 
+def test_the_operators_job_trains_its_workers_finding_the_master_through_cluster_dns(cluster, tmp_path):
+    """The operator's Workers wait in their init container (the chart's alpine:3.10, `nslookup
+    <job>-master-0`) until the cluster's CoreDNS answers with the Master's pod; then all train."""
+    values = tmp_path / "dns-values.yaml"
+    # Three pods on this machine's own CPUs (the real node offers what the machine has).
+    cluster.cli("values", "--name", "dns", "--workers", "2", "--cpu", "500m", "--memory", "1Gi",
+                "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values), check=True)
+    done = cluster.cli("submit", str(values), "--wait", "--timeout", "300", timeout=400)
+    core = cluster.core()
+    assert done.returncode == 0, done.stderr + cluster.cli("diagnose", "dns").stdout
+    for worker in ("dns-worker-0", "dns-worker-1"):
+        waited = core.read_namespaced_pod_log(worker, "default", container="init-pytorch")
+        master_ip = core.read_namespaced_pod("dns-master-0", "default").status.pod_ip
+        assert f"Name:\tdns-master-0.default.svc.cluster.local\nAddress: {master_ip}" in waited, waited
+    assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log("dns-master-0", "default")
+
+
 def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(cluster):
     """The operator (pulled from the registry, reaching the API server through the `kubernetes`
     Service) makes the job's pod; the node's pull fails for real, and `diagnose` reads it."""

@@ -1,6 +1,6 @@
 """What the real node runs, built once per machine only when asked (`cluster build --node real`,
 `cluster up --node real`): the kubelet of the control plane's Kubernetes release, containerd v2
-with its runc shim and ctr, and the sandbox (pause) image. runc and the CNI plugins come from
+with its runc shim and ctr, CoreDNS for the cluster's DNS, and the sandbox (pause) image. runc and the CNI plugins come from
 Debian's packages. Each group lives in the user's cache beside the control plane's, in a folder
 named for a hash of what it is built from, built under a lock and renamed into place whole, as
 controlplane/build.py does for the control plane."""
@@ -26,6 +26,10 @@ CONTAINERD_BINARIES = ["containerd", "containerd-shim-runc-v2", "ctr"]
 # No cgo, so no btrfs, devmapper or zfs snapshotters: the node uses overlayfs.
 CONTAINERD_TAGS = "no_btrfs no_devmapper no_zfs"
 KUBELET = "kubelet"
+# The cluster DNS: CoreDNS with the plugins its Corefile uses (controlplane/coredns/main.go).
+COREDNS_MODULE_DIR = Path(__file__).parent.parent / "coredns"
+COREDNS_MODULE = "github.com/coredns/coredns"
+COREDNS = "coredns"
 # The sandbox image: kubernetes' own pause program (build/pause of the k8s.io/kubernetes module),
 # FROM scratch, run as 65535 as upstream's image is.
 PAUSE_TAG = "3.10.2"
@@ -56,6 +60,10 @@ def _containerd_stamp() -> str:
     return "\n".join([_module_text(CONTAINERD_MODULE_DIR), CONTAINERD_TAGS, "CGO_ENABLED=0"])
 
 
+def _coredns_stamp() -> str:
+    return "\n".join([_module_text(COREDNS_MODULE_DIR), (COREDNS_MODULE_DIR / "main.go").read_text(), "CGO_ENABLED=0"])
+
+
 def _pause_stamp() -> str:
     # The packer's source is part of what the archive is made from.
     return "\n".join([build.kube_version(), PAUSE_TAG, PAUSE_IMAGE, PAUSE_USER, Path(oci.__file__).read_text()])
@@ -64,6 +72,7 @@ def _pause_stamp() -> str:
 GROUPS = {
     "kubelet": ([KUBELET], _kubelet_stamp),
     "containerd": (CONTAINERD_BINARIES, _containerd_stamp),
+    "coredns": ([COREDNS], _coredns_stamp),
     "pause": ([PAUSE_ARCHIVE], _pause_stamp),
 }
 FILES = [name for names, _ in GROUPS.values() for name in names]
@@ -161,6 +170,11 @@ def _build(group: str, folder: Path, say) -> None:
             _go([go, "build", "-tags", CONTAINERD_TAGS, "-o", str(staging) + "/",
                        *[f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_BINARIES]], CONTAINERD_MODULE_DIR,
                       {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"})
+        elif group == "coredns":
+            say(f"building CoreDNS from {COREDNS_MODULE}@{build.required(COREDNS_MODULE_DIR / 'go.mod', COREDNS_MODULE)} "
+                f"into {folder} (once per machine; about 3 minutes on 2 cores)")
+            _go([go, "build", "-trimpath", "-o", str(staging / COREDNS), "."], COREDNS_MODULE_DIR,
+                {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"})
         else:
             say(f"building the sandbox image {PAUSE_IMAGE} (kubernetes' pause.c, gcc -static) into {folder}")
             _pause(staging)

@@ -14,7 +14,7 @@ import yaml
 from generator.controlplane import components, pki
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build
+from generator.controlplane.realnode import build, dns
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 
 # A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
@@ -89,6 +89,7 @@ class Folders:
 class NodePorts:
     kubelet: int
     healthz: int
+    dns_ready: int  # CoreDNS's `ready` plugin, on loopback
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,8 @@ def kubelet_config(node: RealNode) -> str:
         "authorization": {"mode": "Webhook"},
         "podLogsDir": str(f.pod_logs),
         "volumePluginDir": str(f.kubelet / "volume-plugins"),
-        "clusterDomain": "cluster.local", "resolvConf": "/etc/resolv.conf",
+        # Every pod's nameserver: the cluster's CoreDNS on its bridge address (realnode/dns.py).
+        "clusterDNS": [node.address], "clusterDomain": dns.DOMAIN, "resolvConf": "/etc/resolv.conf",
         "serializeImagePulls": False,
         # Imported images cannot be pulled again: never collected.
         "imageGCHighThresholdPercent": 100,

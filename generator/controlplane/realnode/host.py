@@ -160,7 +160,7 @@ def _marked(root: Path) -> list[int]:
 
 
 def _kill_node_processes(root: Path) -> list[int]:
-    """containerd, its shims and the kubelet: they carry the cluster's marker (a shim inherits
+    """containerd, its shims, the kubelet and CoreDNS: they carry the cluster's marker (a shim inherits
     containerd's environment), and are told apart from the rest of the cluster by their program."""
     killed = []
     for pid in _marked(root):
@@ -168,7 +168,7 @@ def _kill_node_processes(root: Path) -> list[int]:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        if Path(exe).name in ("containerd", "containerd-shim-runc-v2", "kubelet"):
+        if Path(exe).name in ("containerd", "containerd-shim-runc-v2", "kubelet", "coredns"):
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -197,7 +197,7 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
         done.append(f"{len(containers)} container processes (killed)")
     node = _kill_node_processes(root)
     if node:
-        done.append(f"{len(node)} node processes: containerd, shims, kubelet (killed)")
+        done.append(f"{len(node)} node processes: containerd, shims, kubelet, CoreDNS (killed)")
     _wait_gone(containers + node)
     count, failed = unmount_all(folders.root)
     if count:

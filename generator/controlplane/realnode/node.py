@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.container import ports
 from generator.controlplane import operator, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, containerd, host, kernel
+from generator.controlplane.realnode import build, config, containerd, dns, host, kernel
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 def describe(sup: Supervisor) -> config.RealNode:
     runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
     free = ports.free_port
-    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free()), runc, cni, mirror())
+    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
+                           mirror())
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
@@ -76,6 +78,7 @@ def start(sup: Supervisor) -> None:
                          containerd_proc)
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
+    cluster_dns(sup, node)
     host.add_api_route(config.api_service_rule(node))
     host.make_cgroup_root(sup.layout.root)
     values = kernel.hold_kernel_settings(sup.layout.root)
@@ -85,6 +88,17 @@ def start(sup: Supervisor) -> None:
     core = client.CoreV1Api(operator.admin_client(sup.layout))
     processes.wait_until(lambda: _ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
     sup.save(node=node.name, operator=None)
+
+
+def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
+    """CoreDNS with its own certificate and read-only rights, answering before any pod asks."""
+    cert = dns.certificate()
+    pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
+    operator.apply(operator.admin_client(sup.layout), dns.rbac(), "default")
+    child = sup.start(dns.component(node, build.path(build.COREDNS)))
+    url = dns.ready_url(node)
+    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60,
+                         f"CoreDNS to answer on {node.address}:{dns.PORT}", child)
 
 
 def import_image(layout: Layout, archive: Path) -> None:

@@ -28,6 +28,9 @@ from tests.support.waiting import wait_for
     (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
     (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
      "--image maps images to programs of the process node; the real node runs images"),
+    (["--node", "real", "--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and "
+                                       "memory as its kubelet measures them"),
+    (["--node", "real", "--memory", "8Gi", "--gpus", "1"], "--memory and --gpus size the process node"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)

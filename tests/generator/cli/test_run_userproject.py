@@ -51,7 +51,8 @@ def test_the_readmes_own_code_example_runs_as_written(tmp_path):
             shutil.copy(CPU_DEMO, tmp_path / "demo.yaml")
             continue
         ran.append(generator(*argv[3:], cwd=tmp_path))
-        assert ran[-1].returncode == 0, f"{line}\n{ran[-1].stderr}"
+        # the replicas' own lines are on stdout: a failure shows them whole, the root cause included
+        assert ran[-1].returncode == 0, f"{line}\n{ran[-1].stdout}\n{ran[-1].stderr}"
     pytorchjob, trainjob, demo = ran
     # 1 Master + 2 Workers: three ranks; the Master's claim holds what the script wrote
     assert "outputs in runs/toy/toy-output: result.json" in pytorchjob.stderr

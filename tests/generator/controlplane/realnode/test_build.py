@@ -35,7 +35,8 @@ def cache(tmp_path, monkeypatch) -> Path:
 def test_the_nodes_groups_are_built_only_when_asked_beside_the_control_planes(cache):
     # `cluster build` (build.ensure) builds none of them: the node is opt-in.
     assert set(real_build.FILES).isdisjoint(build.BINARIES)
-    assert sorted(real_build.FILES) == sorted(["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause.oci.tar"])
+    assert sorted(real_build.FILES) == sorted(["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "coredns",
+                                               "pause.oci.tar"])
     assert sorted(real_build.missing()) == sorted(real_build.FILES)
     for name in real_build.FILES:
         assert real_build.path(name).parent.parent == cache
@@ -53,6 +54,17 @@ def test_a_change_of_containerds_module_moves_containerd_alone(cache, tmp_path, 
     assert real_build.containerd_version() == "v2.4.2"
     after = {name: real_build.path(name) for name in real_build.FILES}
     assert {n for n in real_build.FILES if before[n] != after[n]} == {"containerd", "containerd-shim-runc-v2", "ctr"}
+
+
+def test_a_change_of_corednss_plugins_moves_coredns_alone(cache, tmp_path, monkeypatch):
+    before = {name: real_build.path(name) for name in real_build.FILES}
+    module = tmp_path / "coredns-module"
+    shutil.copytree(real_build.COREDNS_MODULE_DIR, module)
+    main = module / "main.go"
+    main.write_text(main.read_text().replace('\t_ "github.com/coredns/coredns/plugin/loop"\n', ""))
+    monkeypatch.setattr(real_build, "COREDNS_MODULE_DIR", module)
+    after = {name: real_build.path(name) for name in real_build.FILES}
+    assert {n for n in real_build.FILES if before[n] != after[n]} == {"coredns"}
 
 
 def _kubernetes_module_cached() -> bool:

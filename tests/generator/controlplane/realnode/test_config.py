@@ -23,7 +23,7 @@ PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_m
 def real_node(root: Path, mirror: config.Mirror | None = None) -> config.RealNode:
     cp = components.ControlPlane(Layout(root), "10.244.7.1", "pjk0000", "10.244.7.0/24", PORTS, "box",
                                  NodeOptions(kind="real"))
-    return config.RealNode(cp, config.NodePorts(kubelet=10250, healthz=10248), Path("/usr/sbin/runc"),
+    return config.RealNode(cp, config.NodePorts(kubelet=10250, healthz=10248, dns_ready=8181), Path("/usr/sbin/runc"),
                            Path("/usr/lib/cni"), mirror)
 
 
