@@ -8,7 +8,8 @@ upstream name, so the charts install unchanged from it:
 - alpine (the operator's init container, `nslookup`; Trainer's runtimes installer) as Debian's
   static busybox with its applets, dash as sh, and BIND's nslookup: busybox 1.35's nslookup fails
   when any of the pod's search domains lacks the name (alpine 3.10's busybox 1.30 does not), so the
-  operator's Workers would wait for their Master forever;
+  operator's Workers would wait for their Master forever; and the cluster's kubectl with an `apk`
+  that finds it, for Trainer's runtimes installer (`apk add kubectl`);
 - curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl.
 
 The names come from rendering the charts with their default values (Trainer's and Kueue's with the
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator import helm, paths
-from generator.controlplane import build, kueue_release, registry, trainer_release
+from generator.controlplane import build, kubelet, kueue_release, registry, trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
@@ -155,6 +156,7 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show)
     elif made.kind == "busybox":
         engine_.install(list(STAND_IN_PROGRAMS), say)
         stamp += "".join(hashlib.sha256(Path(shutil.which(p)).read_bytes()).hexdigest() for p in STAND_IN_PROGRAMS)
+        stamp += str(binaries["kubectl"]) + kubelet.APK  # kubectl's folder is named by what it is built from
     else:
         args["BASE"] = base.ensure(eng, say, show)
         stamp += eng.image_id(args["BASE"]) or ""
@@ -172,6 +174,11 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show)
             for program, at in (("dash", "bin/sh"), ("nslookup", "usr/bin/nslookup")):
                 _with_libraries(Path(shutil.which(program)), context / "rootfs", at)
             (context / "rootfs" / "bin" / "nslookup").symlink_to("/usr/bin/nslookup")
+            # Trainer's runtimes installer runs `apk add kubectl` and then kubectl: no Alpine repository is
+            # reachable, so the image holds the cluster's own kubectl and an apk that finds it there.
+            _with_libraries(binaries["kubectl"], context / "rootfs", "usr/bin/kubectl")
+            (context / "rootfs" / "usr" / "bin" / "apk").write_text(kubelet.APK)
+            (context / "rootfs" / "usr" / "bin" / "apk").chmod(0o755)
         say(f"building {made.name} ({made.kind}) with {eng.name}")
         recipe.ensure(eng, job, show=show)
     return made.name
@@ -181,7 +188,10 @@ def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
     """Each image the charts name, made here once per machine: name -> its local image."""
     made = plan(named())
     eng = engine_.get(say)
-    binaries = build.ensure(say, groups=sorted({build.group_of(m.binary) for m in made if m.binary}))
+    groups = {build.group_of(m.binary) for m in made if m.binary}
+    if any(m.kind == "busybox" for m in made):
+        groups.add(build.group_of("kubectl"))
+    binaries = build.ensure(say, groups=sorted(groups))
     builds: dict[str, str] = {}  # variant asked -> the trainer's image built for it
     local: dict[str, str] = {}
     for m in made:

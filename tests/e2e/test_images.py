@@ -126,9 +126,11 @@ def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(regist
     ("us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main", ["--help"], "65532:65532", "Usage of /manager"),
     ("us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:release-0.17", ["--help"], "65532:65532",
      "-visibility-server-port"),
-    # busybox's applets, but sh (dash) and nslookup (BIND's): the operator's Workers wait with `nslookup`.
-    ("docker.io/library/alpine:3.10", ["sh", "-c", "ls -l /bin/sleep /bin/sh /bin/nslookup"], "",
-     "/bin/nslookup -> /usr/bin/nslookup"),
+    # busybox's applets, but sh (dash) and nslookup (BIND's): the operator's Workers wait with `nslookup`;
+    # Trainer's runtimes installer runs `apk add --no-cache kubectl`, then kubectl.
+    ("docker.io/library/alpine:3.10", ["sh", "-c", "apk add --no-cache kubectl && readlink /bin/nslookup && readlink /bin/sleep && "
+                                                   "kubectl version --client"], "",
+     "OK: kubectl already here (no network to install from)\n/usr/bin/nslookup\n/bin/busybox\nClient Version: v"),
     ("docker.io/curlimages/curl:8.10.1", ["--version"], "100:101", "Protocols:"),
 ], ids=["training-operator", "trainer-controller", "jobset", "kueue", "alpine", "curl"])
 def test_the_charts_images_run_what_they_stand_for(engine, registry, image, argv, user, expected):

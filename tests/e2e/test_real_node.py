@@ -91,7 +91,7 @@ def before() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, before):
-    c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real"])
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real", "--trainer"])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
     stop_cluster(c)
@@ -220,8 +220,8 @@ def test_the_operators_job_trains_its_workers_finding_the_master_through_cluster
     """The operator's Workers wait in their init container (the chart's alpine:3.10, `nslookup
     <job>-master-0`) until the cluster's CoreDNS answers with the Master's pod; then all train."""
     values = tmp_path / "dns-values.yaml"
-    # Three pods on this machine's own CPUs (the real node offers what the machine has).
-    cluster.cli("values", "--name", "dns", "--workers", "2", "--cpu", "500m", "--memory", "1Gi",
+    # Three pods beside the controllers on this machine's own CPUs (the real node offers what it has: 2 here).
+    cluster.cli("values", "--name", "dns", "--workers", "2", "--cpu", "300m", "--memory", "1Gi",
                 "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values), check=True)
     done = cluster.cli("submit", str(values), "--wait", "--timeout", "300", timeout=400)
     core = cluster.core()
@@ -231,6 +231,24 @@ def test_the_operators_job_trains_its_workers_finding_the_master_through_cluster
         master_ip = core.read_namespaced_pod("dns-master-0", "default").status.pod_ip
         assert f"Name:\tdns-master-0.default.svc.cluster.local\nAddress: {master_ip}" in waited, waited
     assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log("dns-master-0", "default")
+
+
+def test_a_trainjob_trains_through_trainer_and_jobset_its_nodes_meeting_at_node_0_0_by_cluster_dns(cluster, tmp_path):
+    """Trainer's controller renders the TrainJob into a JobSet (its runtimes applied by the chart's
+    installer, alpine's `apk add kubectl`), whose headless Service gives node 0-0 the name every
+    node's torchrun dials."""
+    values = tmp_path / "v2-values.yaml"
+    cluster.cli("values", "--target", "v2", "--name", "v2", "--workers", "1", "--cpu", "300m", "--memory", "1Gi",
+                "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values), check=True)
+    done = cluster.cli("submit", str(values), "--wait", "--timeout", "300", timeout=400)
+    assert done.returncode == 0, done.stderr + cluster.cli("diagnose", "v2").stdout
+    assert "v2: Complete (AllJobsCompleted)" in done.stderr
+    core = cluster.core()
+    (first,) = [p for p in core.list_namespaced_pod("default", label_selector="jobset.sigs.k8s.io/jobset-name=v2").items
+                if p.metadata.name.startswith("v2-node-0-0-")]
+    env = {e.name: e.value for e in first.spec.containers[0].env}
+    assert env["PET_MASTER_ADDR"] == "v2-node-0-0.v2"
+    assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log(first.metadata.name, "default")
 
 
 def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(cluster):

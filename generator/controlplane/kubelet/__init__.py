@@ -45,16 +45,19 @@ echo "Name:      $target"
 echo "Address:   ${answer%% *}"
 """
 
-# apk in a shell image: what the toolbox already holds (kubectl) is installed; anything else is not
-# there to install, as for an alpine without network.
+# apk in a shell image: what sits beside it already (kubectl) is installed; anything else is not there
+# to install, as for an alpine without network. The process node's toolbox holds it, and so does the
+# alpine stand-in the real node pulls (controlplane/chart_images.py), with the cluster's own kubectl.
 APK = """#!/bin/sh
 [ "$1" = add ] || { echo "apk $1: not available on the process node" >&2; exit 1; }
 shift
+packages=""
 for pkg in "$@"; do
   case "$pkg" in -*) continue;; esac
   [ -x "$(dirname "$0")/$pkg" ] || { echo "ERROR: unable to select packages: $pkg (no such package)" >&2; exit 1; }
+  packages="$packages $pkg"
 done
-echo "OK: the process node's toolbox has $*"
+echo "OK:$packages already here (no network to install from)"
 """
 
 
