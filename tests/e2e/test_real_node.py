@@ -2,7 +2,10 @@
 from images. The charts' images are pulled from the registry on this machine, under the names the
 charts give them: the operator (installed by the chart, reaching the API server at the
 `kubernetes` Service) and the trainer, which trains digits as uid 1000 on a read-only root; an
-image the registry lacks fails as a real pull does, and `diagnose` names it. A static probe
+image the registry lacks fails as a real pull does, and `diagnose` names it. The operator's job
+trains with its Workers finding the Master through the cluster's CoreDNS, and again after its
+Worker was SIGKILLed (restarted by the kubelet, followed by `logs -f`); a TrainJob trains
+through the real Trainer and JobSet. A static probe
 program (tests/e2e/realnode/probe.c, FROM scratch, imported into containerd) shows the Node
 reports containerd, a restricted pod runs as its user with no capabilities and a seccomp filter
 (as the pod itself reads them), and a pod over its memory limit is OOM-killed by the kernel; and
@@ -28,7 +31,7 @@ import pytest
 from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import host, kernel, oci
 from generator.controlplane.realnode import node as real_node
-from generator.controlplane.realnode.config import Folders
+from generator.controlplane.realnode.config import Folders, ctr
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
 from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
@@ -249,6 +252,37 @@ def test_a_trainjob_trains_through_trainer_and_jobset_its_nodes_meeting_at_node_
     env = {e.name: e.value for e in first.spec.containers[0].env}
     assert env["PET_MASTER_ADDR"] == "v2-node-0-0.v2"
     assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log(first.metadata.name, "default")
+
+
+def test_a_worker_killed_mid_training_is_restarted_by_the_kubelet_and_the_job_resumes_to_succeeded(cluster, tmp_path):
+    """SIGKILL to the Worker's container process (as the kernel's OOM killer or a crash would end
+    it): the kubelet restarts it under restartPolicy OnFailure, the trainer resumes from its
+    checkpoint, and `logs -f` follows the job to its end."""
+    values = tmp_path / "kill-values.yaml"
+    cluster.cli("values", "--name", "kill", "--workers", "1", "--cpu", "300m", "--memory", "1Gi",
+                "--arg=--dataset=digits", "--arg=--epochs=12", "--arg=--threads=1", "-o", str(values), check=True)
+    cluster.cli("submit", str(values), check=True)
+    core = cluster.core()
+
+    def trained_two_epochs():
+        from kubernetes import client
+
+        try:
+            return "epoch 2/12" in core.read_namespaced_pod_log("kill-master-0", "default")
+        except client.ApiException:  # not started yet
+            return False
+
+    wait_for(trained_two_epochs, 240, "the Master to finish its second epoch", interval=1)
+    worker = core.read_namespaced_pod("kill-worker-0", "default").status.container_statuses[0]
+    killed = subprocess.run(ctr(Folders.of(Layout(cluster.dir)), "tasks", "kill", "--signal", "SIGKILL",
+                                worker.container_id.removeprefix("containerd://")), capture_output=True, text=True)
+    assert killed.returncode == 0, killed.stderr
+    followed = cluster.cli("logs", "kill", "-f", timeout=400)
+    assert followed.returncode == 0, followed.stderr
+    assert "master-0 | epoch 12/12: test accuracy" in followed.stdout, followed.stdout
+    done = cluster.cli("wait", "kill", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert core.read_namespaced_pod("kill-worker-0", "default").status.container_statuses[0].restart_count >= 1
 
 
 def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(cluster):
