@@ -20,6 +20,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -315,6 +316,38 @@ def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(
     text = " ".join(report.stdout.split())
     assert "Pod/absent-master-0: ErrImagePull" in text or "Pod/absent-master-0: ImagePullBackOff" in text, text
     assert f'failed to pull and unpack image "{absent}"' in text, text
+
+
+def test_a_job_whose_container_fails_crash_loops_under_the_kubelet_and_diagnose_names_it(cluster):
+    from kubernetes import client
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "crash", "namespace": "default"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {
+               # The probe, asked for what it does not do, prints its usage and exits 64 (EX_USAGE).
+               "spec": {"containers": [{"name": "pytorch", "image": PROBE, "imagePullPolicy": "Never",
+                                        "args": ["boom"]}]}}}}}}
+    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                           "pytorchjobs", job)
+    core = cluster.core()
+
+    def looping():
+        try:
+            statuses = core.read_namespaced_pod("crash-master-0", "default").status.container_statuses or []
+        except client.ApiException:
+            return None
+        waiting = statuses and statuses[0].state.waiting
+        return waiting and waiting.reason == "CrashLoopBackOff" and statuses[0].restart_count >= 1
+
+    wait_for(looping, 120, "the kubelet to back off restarting crash-master-0")
+    report = cluster.cli("diagnose", "crash", "-n", "default")
+    assert report.returncode == 1, report.stderr
+    text = " ".join(report.stdout.split())
+    # Backing off, or between two restarts: the kubelet's state at the moment `diagnose` reads it.
+    assert re.search(r"1\. \[error\] Pod/crash-master-0: (CrashLoopBackOff|Error) container pytorch exited with code "
+                     r"64 \(Error\), restarted \d+ times?", text), text
+    assert "its last log lines: usage: probe status" in text, text
+    # The operator's echo of it as the job's events is not told again.
+    assert "1 finding(s)" in text, text
 
 
 def test_a_pod_over_its_memory_limit_is_oom_killed_by_the_kernel(cluster, restricted_ns):

@@ -47,6 +47,11 @@ def leftovers(shot: Snapshot) -> Iterator[Diagnosis]:
                         f"`kubectl delete pod -n {shot.namespace} {' '.join(sorted(running))}`")
 
 
+def _restates_a_pod(event: dict, pods: set[str]) -> bool:
+    words = (event.get("message") or "").split()
+    return words[:2] == ["Error", "pod"] and len(words) > 3 and words[2] in pods and words[3] == "container"
+
+
 def job(shot: Snapshot) -> Iterator[Diagnosis]:
     """What the job itself says: the controller's refusals, a suspended job, a job that made no pods."""
     kind = shot.job_kind
@@ -57,9 +62,14 @@ def job(shot: Snapshot) -> Iterator[Diagnosis]:
         jobs = sorted({(e.get("involvedObject") or {}).get("name", "") for e in shot.events
                        if (e.get("involvedObject") or {}).get("kind") == "Job"})
         warnings += [(f"Job/{name}", e) for name in jobs for e in shot.events_of("Job", name)]
+    pods = {p["metadata"]["name"] for p in shot.pods}
     for obj, event in warnings:
         # The operator echoes each unschedulable pod's condition as the job's event: scheduling() has it;
-        # a Job's BackoffLimitExceeded is the failure the TrainJob's own condition reports.
+        # a Job's BackoffLimitExceeded is the failure the TrainJob's own condition reports; and it echoes
+        # each of its pods' failed or backed-off containers ("Error pod P container C ..."), which the
+        # pod's own finding tells with its exit code and log lines.
+        if _restates_a_pod(event, pods):
+            continue
         if event.get("type") == "Warning" and event.get("reason") not in ("Unschedulable", "BackoffLimitExceeded"):
             text = event.get("message", "")
             fix = ("lower the pods' requests or raise the namespace's ResourceQuota (`kubectl describe quota -n "

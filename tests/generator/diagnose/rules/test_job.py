@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from generator.diagnose import rules
-from tests.generator.diagnose.rules.shots import job, only, pod, running, shot
+from tests.generator.diagnose.rules.shots import event, job, only, pod, running, shot
 
 
 def test_backoff_limit_reached():
@@ -16,6 +16,24 @@ def test_backoff_limit_reached():
     findings = rules.diagnose(shot(job=failed, pods=[pod("mnist-master-0", "Master", "Failed", statuses=statuses)]))
     assert [f.reason for f in findings][:2] == ["Error", "BackoffLimitExceeded"]  # the cause ranks before the limit
     assert "`runPolicy.backoffLimit` (now 3)" in findings[1].fix
+
+def test_the_operators_echo_of_a_crash_looping_pod_is_told_once_by_the_pods_finding():
+    """The training-operator repeats each failed or backed-off container of its pods as the job's
+    Warning event; the pod's finding has the exit code and the log, so the echoes add nothing."""
+    last = {"terminated": {"exitCode": 64, "reason": "Error"}}
+    waiting = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s restarting failed container"}}
+    statuses = [{"name": "pytorch", "image": "t", "restartCount": 2, "lastState": last, "state": waiting}]
+    echoes = [event("PyTorchJob", "mnist", "CrashLoopBackOff", f"Error pod mnist-master-0 container pytorch waiting "
+                                                               f"message: back-off {s}s restarting failed container")
+              for s in (10, 20)]
+    echoes.append(event("PyTorchJob", "mnist", "Error", "Error pod mnist-master-0 container pytorch exitCode: 64 "
+                                                        "terminated message: "))
+    refusal = event("PyTorchJob", "mnist", "FailedCreatePod", "Error creating: pods \"mnist-worker-1\" is forbidden")
+    findings = rules.diagnose(shot(job=job(conditions=("Created", "Running")), events=[*echoes, refusal],
+                                   pods=[pod("mnist-master-0", "Master", statuses=statuses)]))
+    assert [(f.object, f.reason) for f in findings] == [("Pod/mnist-master-0", "CrashLoopBackOff"),
+                                                        ("PyTorchJob/mnist", "FailedCreatePod")]
+
 
 def test_near_the_backoff_limit_warns():
     statuses = [running("pytorch", restarts=2)]
