@@ -146,8 +146,9 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     assert status["NoNewPrivs"] == ["1"]
     assert status["Seccomp"] == ["2"]  # 2: a filter (RuntimeDefault), 0 would be none
     assert status["CapEff"] == ["0000000000000000"] and status["CapBnd"] == ["0000000000000000"]
-    running = core.read_namespaced_pod("identity", restricted_ns)
-    assert running.status.phase == "Running"
+    # The kubelet reports the phase a moment after the container has printed.
+    running = wait_for(lambda: (p := core.read_namespaced_pod("identity", restricted_ns)).status.phase == "Running" and p,
+                       30, "the identity pod's status to say Running")
     assert running.status.container_statuses[0].container_id.startswith("containerd://")
 
 
