@@ -149,8 +149,14 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
     kind, job = api.find(c, name)
     goal = kind.done if target == "Succeeded" else target
     what = f"{kind.kind.lower()} {name}"
-    while True:
+    def read(job: dict) -> tuple[str, dict]:
         state, cond = api.condition(job)
+        # Nothing makes a job Created again: Trainer's counts read 0 for a moment between its updates
+        # (and a restarting JobSet's Jobs), which is still the state already told.
+        return (seen, cond) if state == "Created" and seen not in (None, "Created") else (state, cond)
+
+    while True:
+        state, cond = read(job)
         if on_state and state != seen:
             on_state(state or "Created", cond)
             seen = state
@@ -174,7 +180,7 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
                 if event["type"] == "DELETED":
                     raise UserError(f"{kind.kind} {name} was deleted while waiting for {goal}")
                 job = event["object"]
-                if api.condition(job)[0] != state:
+                if read(job)[0] != state:
                     break
         except UserError:
             raise
@@ -182,7 +188,7 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             raise apierrors.explain(exc, c, "watch", kind.plural, name) from exc
         finally:
             stream.stop()
-        if kind.child_jobs and api.condition(job)[0] == state:
+        if kind.child_jobs and read(job)[0] == state:
             job = api.get_job(c, name, kind) or job  # Running comes of jobsStatus, which a watch may not end on
 
 

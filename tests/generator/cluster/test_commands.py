@@ -4,6 +4,7 @@ that finish or fail and pods with logs (they need a node), an API without the CR
 refusal that passes our own checks, and kubeconfig faults. Everything else runs against a real
 control plane in tests/e2e/test_cluster_commands.py."""
 import json
+import time
 
 import pytest
 
@@ -179,6 +180,40 @@ def test_wait_on_a_complete_trainjob_with_no_pods_left_says_it_ended(api):
         code, out, err = run("wait", "mnist", "--for", other, "--timeout", "5")
         assert (code, out, err) == (1, "", f"trainjob mnist ended Complete, not {other}: AllJobsCompleted: jobset "
                                            "completed successfully\n")
+
+
+def test_waiting_on_a_trainjob_never_tells_it_created_again_once_it_ran(api):
+    """Trainer writes its Jobs' counts as they change: between two updates they can all read 0, which
+    would read as Created after Running (seen on the real node); a job never goes back to Created."""
+    import threading
+
+    from generator.cluster import client, ops
+
+    job = trainjobs.trainjob("mnist", {"numNodes": 2, "image": trainjobs.IMAGE})
+    job["status"] = {"jobsStatus": [{"name": "node", "active": 2, "succeeded": 0, "failed": 0}]}
+    api.put_trainjob(NS, job)
+    told, running = [], threading.Event()
+
+    def trainer():
+        running.wait(20)
+        job["status"] = {"jobsStatus": [{"name": "node", "active": 0, "succeeded": 0, "failed": 0}]}
+        api.put_trainjob(NS, job)
+        time.sleep(1)  # the watch reads the all-zero counts
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
+                                         "message": "jobset completed successfully", "lastTransitionTime": now()}],
+                         "jobsStatus": [{"name": "node", "active": 0, "succeeded": 2, "failed": 0}]}
+        api.put_trainjob(NS, job)
+
+    def on_state(state, cond):
+        told.append(state)
+        running.set()
+
+    beside = threading.Thread(target=trainer)
+    beside.start()
+    result = ops.wait_for(client.connect(None, NS, None), "mnist", "Succeeded", 20, on_state=on_state)
+    beside.join()
+    assert (result.code, result.message) == (ops.REACHED, "trainjob mnist complete")
+    assert told == ["Running", "Complete"]
 
 
 def test_namespace_and_context_flags(api, values_file):
