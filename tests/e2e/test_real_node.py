@@ -43,7 +43,7 @@ pytestmark = [
     # Opt-in while the real node is a preview: CI neither builds the node nor spends its minutes here yet.
     pytest.mark.skipif(os.environ.get("PYTORCHJOB_KIT_REAL_NODE") != "1",
                        reason="the real node is a preview: PYTORCHJOB_KIT_REAL_NODE=1 runs it (the first run builds "
-                              "the node, about 5 minutes)"),
+                              "the node, about 7 minutes)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs containers as root"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
 ]
