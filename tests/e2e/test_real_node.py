@@ -287,26 +287,39 @@ def test_a_worker_killed_mid_training_is_restarted_by_the_kubelet_and_the_job_re
     assert core.read_namespaced_pod("kill-worker-0", "default").status.container_statuses[0].restart_count >= 1
 
 
+def create_master_job(cluster, name: str, restart_policy: str, container: dict) -> None:
+    """A PyTorchJob of one Master in namespace default, as a user's manifest makes it."""
+    from kubernetes import client
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": restart_policy,
+                                                       "template": {"spec": {"containers": [container]}}}}}}
+    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                           "pytorchjobs", job)
+
+
+def master_status(core, job: str):
+    """The Master pod's container status; None before the operator made the pod or the kubelet reported it."""
+    from kubernetes import client
+
+    try:
+        statuses = core.read_namespaced_pod(f"{job}-master-0", "default").status.container_statuses or []
+    except client.ApiException:
+        return None
+    return statuses[0] if statuses else None
+
+
 def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(cluster):
     """The operator (pulled from the registry, reaching the API server through the `kubernetes`
     Service) makes the job's pod; the node's pull fails for real, and `diagnose` reads it."""
     absent = "ghcr.io/pytorchjob-kit/absent:1.0"
     log = RegistryLog()
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "absent", "namespace": "default"},
-           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {
-               "spec": {"containers": [{"name": "pytorch", "image": absent}]}}}}}}
-    from kubernetes import client
-
-    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
-                                                                           "pytorchjobs", job)
+    create_master_job(cluster, "absent", "Never", {"name": "pytorch", "image": absent})
     core = cluster.core()
 
     def waiting():
-        try:
-            statuses = core.read_namespaced_pod("absent-master-0", "default").status.container_statuses or []
-        except client.ApiException:
-            return None
-        reason = statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
+        status = master_status(core, "absent")
+        reason = status and status.state.waiting and status.state.waiting.reason
         return reason if reason in ("ErrImagePull", "ImagePullBackOff") else None
 
     wait_for(waiting, 180, "the job's pod to fail its pull")
@@ -320,24 +333,15 @@ def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(
 
 
 def test_a_job_whose_container_fails_crash_loops_under_the_kubelet_and_diagnose_names_it(cluster):
-    from kubernetes import client
-
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "crash", "namespace": "default"},
-           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": {
-               # The probe, asked for what it does not do, prints its usage and exits 64 (EX_USAGE).
-               "spec": {"containers": [{"name": "pytorch", "image": PROBE, "imagePullPolicy": "Never",
-                                        "args": ["boom"]}]}}}}}}
-    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
-                                                                           "pytorchjobs", job)
+    # The probe, asked for what it does not do, prints its usage and exits 64 (EX_USAGE).
+    create_master_job(cluster, "crash", "OnFailure", {"name": "pytorch", "image": PROBE, "imagePullPolicy": "Never",
+                                                      "args": ["boom"]})
     core = cluster.core()
 
     def looping():
-        try:
-            statuses = core.read_namespaced_pod("crash-master-0", "default").status.container_statuses or []
-        except client.ApiException:
-            return None
-        waiting = statuses and statuses[0].state.waiting
-        return waiting and waiting.reason == "CrashLoopBackOff" and statuses[0].restart_count >= 1
+        status = master_status(core, "crash")
+        waiting = status and status.state.waiting
+        return waiting and waiting.reason == "CrashLoopBackOff" and status.restart_count >= 1
 
     wait_for(looping, 120, "the kubelet to back off restarting crash-master-0")
     report = cluster.cli("diagnose", "crash", "-n", "default")

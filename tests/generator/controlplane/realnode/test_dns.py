@@ -2,14 +2,20 @@
 may read from the API server, and that every pod is given it as its nameserver."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from generator.controlplane import pki
 from generator.controlplane.realnode import build, config, dns
-from tests.generator.controlplane.realnode.test_config import node  # noqa: F401  (a fixture)
+from tests.generator.controlplane.realnode.test_config import real_node
 
 
-def test_pods_are_given_the_clusters_coredns_on_its_bridge_address_as_their_nameserver(node):  # noqa: F811
+@pytest.fixture
+def node(tmp_path) -> config.RealNode:
+    return real_node(tmp_path / "c")
+
+
+def test_pods_are_given_the_clusters_coredns_on_its_bridge_address_as_their_nameserver(node):
     kubelet = yaml.safe_load(config.kubelet_config(node))
     assert kubelet["clusterDNS"] == ["10.244.7.1"] and kubelet["clusterDomain"] == "cluster.local"
     corefile = dns.corefile(node)
@@ -20,7 +26,7 @@ def test_pods_are_given_the_clusters_coredns_on_its_bridge_address_as_their_name
     assert "    forward . /etc/resolv.conf\n" in corefile
 
 
-def test_coredns_reads_the_api_with_a_certificate_of_its_own_kept_in_the_clusters_folder(node):  # noqa: F811
+def test_coredns_reads_the_api_with_a_certificate_of_its_own_kept_in_the_clusters_folder(node):
     component = dns.component(node, build.path(build.COREDNS))
     here = node.layout.root / "node" / "dns"
     assert component.name == "coredns"
@@ -45,7 +51,7 @@ def test_coredns_may_only_list_and_watch_what_its_kubernetes_plugin_reads():
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": dns.certificate().cn}]
 
 
-def test_corednss_build_links_each_plugin_its_corefile_names(node):  # noqa: F811
+def test_corednss_build_links_each_plugin_its_corefile_names(node):
     """A directive whose plugin main.go leaves out stops CoreDNS at start ("Unknown directive")."""
     main = (build.COREDNS_MODULE_DIR / "main.go").read_text()
     linked = {line.split('"')[1].rsplit("/", 1)[1] for line in main.splitlines() if "coredns/plugin/" in line}
