@@ -183,7 +183,7 @@ STEPS = (
          starts=("kube-controller-manager",)),
     Step("kube-scheduler", kube_scheduler, after=("kube-apiserver",), starts=("kube-scheduler",)),
     # The real node pulls its pods' images from the machine's registry.
-    Step("node", node, after=("image registry", "kube-apiserver"), starts=("containerd", "coredns", "kubelet")),
+    Step("node", node, after=("image registry", "kube-apiserver"), starts=("containerd", "coredns", "kubelet", "kube-proxy")),
     # Its volumes are the node's folders, bound by the controller-manager's PV controller.
     Step("default storage", default_storage, after=("kube-controller-manager", "node")),
     Step("default service account", default_service_account, after=("kube-controller-manager", "node")),

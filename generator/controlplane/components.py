@@ -166,7 +166,9 @@ def kube_apiserver(cfg: ControlPlane) -> Component:
         f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}", "--requestheader-username-headers=X-Remote-User",
         "--requestheader-group-headers=X-Remote-Group", "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={proxy_cert}", f"--proxy-client-key-file={proxy_key}",
-        "--endpoint-reconciler-type=none",
+        # The `kubernetes` Service's EndpointSlice names this API server (its lease): the real node's
+        # kube-proxy takes the Service's ClusterIP there.
+        "--endpoint-reconciler-type=lease",
         "--allow-privileged=true",
         # pods/log reaches the kubelet at the Node's InternalIP, each side checking the other's certificate.
         f"--kubelet-client-certificate={kubelet_cert}", f"--kubelet-client-key={kubelet_key}",

@@ -9,7 +9,7 @@ through the real Trainer and JobSet. A static probe
 program (tests/e2e/realnode/probe.c, FROM scratch, imported into containerd) shows the Node
 reports containerd, a restricted pod runs as its user with no capabilities and a seccomp filter
 (as the pod itself reads them), and a pod over its memory limit is OOM-killed by the kernel; and
-`cluster down` leaves no process, mount, cgroup, NAT rule or kernel setting behind, also after the
+`cluster down` leaves no process, mount, cgroup, network namespace or kernel setting behind, also after the
 supervisor was killed with SIGKILL.
 
 Its own clusters; the first run builds the node (`cluster build --node real`). Each cluster's
@@ -25,17 +25,21 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from generator.controlplane import network
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import host, kernel, oci
+from generator.controlplane.network import NETNS_DIR
+from generator.controlplane.realnode import host, kernel, netns, oci
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders, ctr
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
 from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
+from tests.support import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = [
@@ -67,8 +71,9 @@ def kernel_settings() -> dict[str, str]:
 
 def left_on_machine(cluster_dir: Path) -> dict[str, list]:
     """What of the cluster is still on the machine: processes, mounts, cgroups, the sockets its
-    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash), and the
-    kubelet's links to its pods' logs in /var/log/containers."""
+    shims made in the machine's /run/containerd/s (one per sandbox, named for a hash), the
+    kubelet's links to its pods' logs in /var/log/containers, and the node's network namespace
+    (with kube-proxy's rules in it)."""
     groups = [str(p) for p in host.cgroup_folders(cluster_dir) if p.exists()]
     folders = Folders.of(Layout(cluster_dir))
     sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
@@ -77,10 +82,11 @@ def left_on_machine(cluster_dir: Path) -> dict[str, list]:
                                 for sandbox in sandboxes) if s.exists()]
     return {"processes": leftover_processes(cluster_dir), "mounts": host.mounts_under(cluster_dir), "cgroups": groups,
             "shim sockets": sockets, "log links": host.container_log_links(folders),
-            "nat rules": host.api_routes(cluster_dir)}
+            "network namespaces": [p.name for p in NETNS_DIR.glob(netns.name(network.bridge_name(cluster_dir)))]}
 
 
-NOTHING_LEFT = {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": [], "nat rules": []}
+NOTHING_LEFT = {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": [],
+                "network namespaces": []}
 
 
 def forget_images(cluster_dir: Path) -> None:
@@ -93,8 +99,33 @@ def before() -> dict[str, str]:
     return kernel_settings()
 
 
+# Your own code as an image: tests/userproject's files on the trainer's image (its Python and torch),
+# built and loaded into the registry on this machine before `cluster up`, as the README says.
+USER_IMAGE = "registry.example.com/ml/toy:1.0"
+USER_DOCKERFILE = """ARG BASE
+FROM ${BASE}
+COPY train.py toyset.py /workspace/
+"""
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, before):
+def user_image(tmp_path_factory) -> str:
+    context = tmp_path_factory.mktemp("userproject")
+    for name in ("train.py", "toyset.py"):
+        shutil.copyfile(ROOT / "tests" / "userproject" / name, context / name)
+    (context / "Dockerfile").write_text(USER_DOCKERFILE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base, _ = trainer_image.build(say=lambda line: None)  # the trainer's build in this machine's store (make image)
+    for argv in (["image", "build", str(context), "-t", USER_IMAGE, "--build-arg", f"BASE={base}", "--quiet"],
+                 ["image", "load", USER_IMAGE]):
+        done = subprocess.run([sys.executable, "-m", "generator", *argv], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+    return USER_IMAGE
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, before, user_image):
     c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real", "--trainer"])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
@@ -152,14 +183,15 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     assert running.status.container_statuses[0].container_id.startswith("containerd://")
 
 
-def test_the_host_reaches_a_pod_at_its_ip_on_the_clusters_bridge(cluster, restricted_ns):
-    """Where the API server runs: it calls webhooks at their pods' IPs, there being no kube-proxy."""
+def test_the_host_reaches_a_pod_at_its_ip_through_the_nodes_network_namespace(cluster, restricted_ns):
+    """Where the API server runs: it calls webhooks at their pods' IPs, routed to the node's namespace."""
     core = cluster.core()
     core.create_namespaced_pod(restricted_ns, pod("server", ["serve", "8443"]))
     wait_for(lambda: "listening" in (_log(core, "server", restricted_ns) or ""), 120, "the probe to listen")
     ip = wait_for(lambda: core.read_namespaced_pod("server", restricted_ns).status.pod_ip, 60, "the pod's IP")
     bridge = json.loads((cluster.dir / "state.json").read_text())["pod_network"]
-    assert ipaddress.ip_address(ip) in ipaddress.ip_network(bridge["cidr"])
+    # The upper half of the cluster's /24: the lower is the host's bridge, where the API server listens.
+    assert ipaddress.ip_address(ip) in list(ipaddress.ip_network(bridge["cidr"]).subnets())[1]
     with socket.create_connection((ip, 8443), timeout=10) as conn:
         assert conn.makefile().readline() == "probe 1000\n"
 
@@ -236,6 +268,22 @@ def test_the_operators_job_trains_its_workers_finding_the_master_through_cluster
         master_ip = core.read_namespaced_pod("dns-master-0", "default").status.pod_ip
         assert f"Name:\tdns-master-0.default.svc.cluster.local\nAddress: {master_ip}" in waited, waited
     assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log("dns-master-0", "default")
+
+
+def test_your_own_image_loaded_into_the_registry_runs_the_userprojects_job_unchanged(cluster, tmp_path):
+    """tests/userproject/pytorchjob.yaml as written, naming registry.example.com/ml/toy:1.0: the
+    image `image build` made and `image load` put in the registry is what containerd pulls."""
+    log = RegistryLog()
+    done = cluster.cli("submit", "tests/userproject/pytorchjob.yaml", "-n", "default", "--wait", "--timeout", "400",
+                       timeout=500)
+    assert done.returncode == 0, done.stderr + cluster.cli("diagnose", "toy").stdout
+    held = default_registry().has(USER_IMAGE)
+    assert held and f"/v2/registry.example.com/ml/toy/manifests/{held}" in log.asked()
+    core = cluster.core()
+    volume = core.read_namespaced_persistent_volume_claim("toy-output", "default").spec.volume_name
+    result = json.loads((Path(core.read_persistent_volume(volume).spec.host_path.path) / "result.json").read_text())
+    assert result["world_size"] == 3
+    assert "toy: 3 ranks (gloo, cpu), 160 points each" in core.read_namespaced_pod_log("toy-master-0", "default")
 
 
 def test_a_trainjob_trains_through_trainer_and_jobset_its_nodes_meeting_at_node_0_0_by_cluster_dns(cluster, tmp_path):
@@ -393,8 +441,20 @@ def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(
     finally:
         stop_cluster(side)
         forget_images(side.dir)
-    # Its `cluster down` took its own rule away, and left this cluster's.
-    assert host.api_routes(side.dir) == [] and len(host.api_routes(cluster.dir)) == 1
+    # Its `cluster down` took its own node's namespace away (kube-proxy's rules with it), and left this cluster's.
+    assert not (NETNS_DIR / netns.name(network.bridge_name(side.dir))).exists()
+    assert (NETNS_DIR / netns.name(network.bridge_name(cluster.dir))).exists()
+
+
+def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(cluster):
+    """The chart's test pod curls the operator's metrics Service by name: CoreDNS gives its
+    ClusterIP, and kube-proxy's rules in the node's namespace take it to the operator's pod."""
+    from generator.controlplane import build
+
+    tested = subprocess.run([str(build.binary(build.HELM_BINARY)), "test", "training-operator", "-n", "kubeflow"],
+                            env=cluster.env, capture_output=True, text=True, timeout=300)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "Phase:          Succeeded" in tested.stdout
 
 
 def run_a_pod(c) -> None:

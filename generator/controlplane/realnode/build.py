@@ -26,6 +26,8 @@ CONTAINERD_BINARIES = ["containerd", "containerd-shim-runc-v2", "ctr"]
 # No cgo, so no btrfs, devmapper or zfs snapshotters: the node uses overlayfs.
 CONTAINERD_TAGS = "no_btrfs no_devmapper no_zfs"
 KUBELET = "kubelet"
+# Services' ClusterIPs: kube-proxy of the same release, in the node's network namespace (realnode/proxy.py).
+KUBE_PROXY = "kube-proxy"
 # The cluster DNS: CoreDNS with the plugins its Corefile uses (controlplane/coredns/main.go).
 COREDNS_MODULE_DIR = Path(__file__).parent.parent / "coredns"
 COREDNS_MODULE = "github.com/coredns/coredns"
@@ -52,8 +54,8 @@ def _module_text(folder: Path) -> str:
     return "\n".join([(folder / "go.mod").read_text(), (folder / "go.sum").read_text()])
 
 
-def _kubelet_stamp() -> str:
-    return "\n".join([_module_text(build.GO_MODULE), build._ldflags(), f"k8s.io/kubernetes/cmd/{KUBELET}"])
+def _kubernetes_stamp(command: str):
+    return lambda: "\n".join([_module_text(build.GO_MODULE), build._ldflags(), f"k8s.io/kubernetes/cmd/{command}"])
 
 
 def _containerd_stamp() -> str:
@@ -70,7 +72,8 @@ def _pause_stamp() -> str:
 
 
 GROUPS = {
-    "kubelet": ([KUBELET], _kubelet_stamp),
+    "kubelet": ([KUBELET], _kubernetes_stamp(KUBELET)),
+    "kube-proxy": ([KUBE_PROXY], _kubernetes_stamp(KUBE_PROXY)),
     "containerd": (CONTAINERD_BINARIES, _containerd_stamp),
     "coredns": ([COREDNS], _coredns_stamp),
     "pause": ([PAUSE_ARCHIVE], _pause_stamp),
@@ -152,8 +155,8 @@ def _build(group: str, folder: Path, say) -> None:
     go = shutil.which("go")
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
-        if group == "kubelet":
-            say(f"building the kubelet from k8s.io/kubernetes {build.kube_version()} into {folder} (once per machine; "
+        if group in ("kubelet", "kube-proxy"):
+            say(f"building the {group} from k8s.io/kubernetes {build.kube_version()} into {folder} (once per machine; "
                 "a few minutes after the control plane's build)")
             # In a copy of the control plane's module: the kubelet's packages add go.sum lines, which must not
             # change the module the control plane's binaries are keyed by (that would rebuild them all).
@@ -162,7 +165,7 @@ def _build(group: str, folder: Path, say) -> None:
             for name in ("go.mod", "go.sum"):
                 shutil.copyfile(build.GO_MODULE / name, module / name)
             _go([go, "build", "-ldflags", build._ldflags(), "-o", str(staging) + "/",
-                 f"k8s.io/kubernetes/cmd/{KUBELET}"], module, {**os.environ, "GOFLAGS": "-mod=mod"})
+                 f"k8s.io/kubernetes/cmd/{group}"], module, {**os.environ, "GOFLAGS": "-mod=mod"})
             shutil.rmtree(module)
         elif group == "containerd":
             say(f"building containerd, containerd-shim-runc-v2 and ctr from {CONTAINERD_MODULE}@{containerd_version()} "

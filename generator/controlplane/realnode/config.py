@@ -1,10 +1,10 @@
 """The real node's configuration as pure functions of one typed description (RealNode): the
-folders it keeps under the cluster's, the CNI bridge conflist, the KubeletConfiguration, the NAT
-rule to the API server, and the two components' argv (containerd's own files are
-realnode/containerd.py's). Nothing here starts a process or writes a file; realnode/node.py does."""
+folders it keeps under the cluster's, the CNI bridge conflist and the plugins' launchers, the
+KubeletConfiguration, and the two components' argv (containerd's own files are
+realnode/containerd.py's, kube-proxy's realnode/proxy.py's, CoreDNS's realnode/dns.py's).
+Nothing here starts a process or writes a file; realnode/node.py does."""
 from __future__ import annotations
 
-import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,17 +14,13 @@ import yaml
 from generator.controlplane import components, pki
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, dns
+from generator.controlplane.realnode import build, dns, netns
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
+from generator.controlplane.realnode.netns import NodeNetwork
 
 # A unix socket's path must fit sockaddr_un.sun_path (108 bytes with its NUL).
 SOCKET_PATH_MAX = 107
 CNI_CONFLIST = "10-pytorchjob-kit.conflist"
-# The `kubernetes` Service: the first address of the service range, port 443; the kubelet gives
-# every pod these as KUBERNETES_SERVICE_HOST and _PORT, where in-cluster clients dial the API server.
-KUBERNETES_SERVICE = (str(ipaddress.ip_network(components.SERVICE_RANGE)[1]), 443)
-# The comment that marks the cluster's netfilter rule, followed by the cluster's folder.
-RULE_MARK = "pytorchjob-kit"
 
 
 @dataclass(frozen=True)
@@ -63,6 +59,11 @@ class Folders:
     @property
     def cni_conf(self) -> Path:
         return self.root / "cni" / "net.d"
+
+    @property
+    def cni_bin(self) -> Path:
+        """The CNI plugins containerd runs: launchers of the machine's, in the node's network namespace."""
+        return self.root / "cni" / "bin"
 
     @property
     def ipam(self) -> Path:
@@ -127,6 +128,10 @@ class RealNode:
         return self.control_plane.address
 
     @property
+    def network(self) -> NodeNetwork:
+        return NodeNetwork(self.control_plane.bridge, self.control_plane.pod_cidr)
+
+    @property
     def cgroup_root(self) -> str:
         """The cluster's own cgroup in every hierarchy: `cluster down` kills and removes it whole."""
         return cgroups.cluster_name(self.layout.root)
@@ -155,39 +160,30 @@ def serving_certificate(node: RealNode) -> components.Certificate:
                                   server=True, ips=(node.address,))
 
 
-def api_service_rule(node: RealNode) -> list[str]:
-    """The NAT rule (iptables' words after `-A PREROUTING`) that takes what the cluster's pods send
-    to the `kubernetes` Service to the API server: the controllers the charts install (the
-    training-operator, Trainer, JobSet) reach it by their in-cluster configuration, and no
-    kube-proxy runs. Only connections that come in on the cluster's own bridge match, so two
-    clusters side by side each keep theirs; the comment names the cluster, for `cluster down`."""
-    cp = node.control_plane
-    host, port = KUBERNETES_SERVICE
-    return ["-i", cp.bridge, "-d", f"{host}/32", "-p", "tcp", "-m", "tcp", "--dport", str(port),
-            "-m", "comment", "--comment", rule_comment(node.layout.root), "-j", "DNAT",
-            "--to-destination", f"{cp.address}:{cp.ports.apiserver}"]
-
-
-def rule_comment(root: Path) -> str:
-    return f"{RULE_MARK} {root}"
-
-
 def cni_conflist(node: RealNode) -> str:
-    """The pods' network: veths on the cluster's bridge (the pod network step made it, with the
-    gateway address the API server listens on), addresses from the cluster's /24. The bridge plugin
-    leaves the host alone (no gateway or masquerade of its own): the API server reaches webhooks at
-    the pods' IPs through the bridge, as on the process node."""
-    cp = node.control_plane
+    """The pods' network, inside the node's namespace: veths on its own bridge, which is their
+    gateway, addresses from the upper half of the cluster's /24 (the host routes that half to the
+    node). No masquerade: the API server reaches webhooks at the pods' own IPs, and pods see each
+    other's. Hairpin, so a pod reaches itself through its Service."""
+    net = node.network
     return json.dumps({
         "cniVersion": "1.0.0",
-        "name": cp.bridge,
+        "name": node.control_plane.bridge,
         "plugins": [{
-            "type": "bridge", "bridge": cp.bridge, "isGateway": False, "ipMasq": False, "hairpinMode": True,
+            "type": "bridge", "bridge": netns.POD_BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
             "ipam": {"type": "host-local", "dataDir": str(node.folders.ipam),
-                     "ranges": [[{"subnet": cp.pod_cidr, "gateway": cp.address}]],
-                     "routes": [{"dst": "0.0.0.0/0", "gw": cp.address}]},
+                     "ranges": [[{"subnet": net.pod_cidr, "gateway": net.pod_gateway}]],
+                     "routes": [{"dst": "0.0.0.0/0", "gw": net.pod_gateway}]},
         }],
     }, indent=2) + "\n"
+
+
+def cni_launchers(node: RealNode) -> dict[Path, str]:
+    """One script per CNI plugin, where containerd looks for plugins: each runs the machine's plugin
+    in the node's network namespace, so the bridge and the host ends of the pods' veths are made
+    there (a plugin works in the namespace it is started in; containerd runs on the host)."""
+    return {node.folders.cni_bin / plugin: "#!/bin/sh\nexec " + " ".join(
+        node.network.enter([str(node.cni_bin / plugin)])) + ' "$@"\n' for plugin in build.CNI_PLUGINS}
 
 
 def kubelet_config(node: RealNode) -> str:
@@ -201,7 +197,7 @@ def kubelet_config(node: RealNode) -> str:
         "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{node.cgroup_root}",
         # This machine's kind has hybrid cgroups (v1 controllers, v2 beside them): deprecated upstream, still run.
         "failCgroupV1": False, "failSwapOn": False,
-        # No kube-proxy and the host's firewall left alone.
+        # The host's firewall left alone: kube-proxy writes its rules in the node's namespace.
         "makeIPTablesUtilChains": False,
         # true: the kubelet refuses to start unless vm.overcommit_memory, kernel.panic and kernel.panic_on_oops
         # have its values; false: it sets them machine-wide, and node.py puts them back at `cluster down`.

@@ -81,7 +81,7 @@ def containerd_config(node: RealNode) -> str:
                                           "options": {"BinaryName": str(node.runc), "SystemdCgroup": False,
                                                       "Root": str(f.containerd / "state" / "runc")}}},
                 },
-                "cni": {"bin_dirs": [str(node.cni_bin)], "conf_dir": str(f.cni_conf), "max_conf_num": 1},
+                "cni": {"bin_dirs": [str(f.cni_bin)], "conf_dir": str(f.cni_conf), "max_conf_num": 1},
             },
             # kubectl exec, attach and port-forward stream through here; loopback only, any free port.
             "io.containerd.grpc.v1.cri": {"stream_server_address": "127.0.0.1", "stream_server_port": "0"},

@@ -1,9 +1,9 @@
 """The real node's cluster DNS: CoreDNS with its kubernetes plugin, one per cluster, answering on
-the cluster's bridge address, which the kubelet gives every pod as its nameserver. On a cluster
-CoreDNS runs as pods behind the kube-dns Service's ClusterIP, which needs kube-proxy's rules in
-the machine's firewall; two clusters side by side would fight over those, so here it is a child
-of the supervisor like the kubelet, with a client certificate and the read-only rights upstream's
-`system:coredns` ClusterRole gives. Pure functions of the node's description; node.py starts it."""
+the host's bridge address of the cluster, which the kubelet gives every pod as its nameserver. On
+a cluster CoreDNS runs as pods behind the kube-dns Service; here it is a child of the supervisor
+like the kubelet, answering before the first pod starts and needing no image of its own, with a
+client certificate and the read-only rights upstream's `system:coredns` ClusterRole gives.
+Pure functions of the node's description; node.py starts it."""
 from __future__ import annotations
 
 from pathlib import Path

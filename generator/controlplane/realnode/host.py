@@ -1,27 +1,24 @@
 """What the real node changes on the machine, and how each change is undone: the cluster's cgroup
 in every hierarchy (made before the kubelet starts, killed and removed at the end), the mounts
-containerd and the kubelet make under the node's folder, the CNI plugins' state, the NAT rule
-that takes its pods to the API server, and the three kernel settings the kubelet sets
-machine-wide. `teardown` undoes all of it from what it finds, not from a record, so it works
-after the supervisor was killed, and twice."""
+containerd and the kubelet make under the node's folder, the CNI plugins' state, the node's
+network namespace, and the three kernel settings the kubelet sets machine-wide. `teardown` undoes
+all of it from what it finds, not from a record, so it works after the supervisor was killed,
+and twice."""
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import os
-import shlex
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 from generator.controlplane import network
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout, started_by
-from generator.controlplane.realnode import kernel
-from generator.controlplane.realnode.config import Folders, rule_comment
-from generator.errors import UserError
+from generator.controlplane.realnode import kernel, netns
+from generator.controlplane.realnode.config import Folders
 
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one
 # A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
@@ -30,46 +27,6 @@ SHIM_SOCKETS = Path("/run/containerd/s")
 # The kubelet links each container's log here, whatever its podLogsDir (a fixed path in the kubelet).
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 _MNT_DETACH = 2
-
-
-# --- the API server's Service ---------------------------------------------------------------
-def _iptables(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["iptables", "-w", "5", "-t", "nat", *args], capture_output=True, text=True, timeout=30)
-
-
-def add_api_route(rule: list[str]) -> None:
-    """The cluster's NAT rule (config.api_service_rule) in the machine's PREROUTING chain, once."""
-    if not shutil.which("iptables"):
-        raise UserError("the real node routes its pods' connections to the `kubernetes` Service with iptables, which "
-                        "is not on PATH; install it as root (`apt-get install -y iptables`), or use `--node process`")
-    if _iptables("-C", "PREROUTING", *rule).returncode == 0:
-        return
-    done = _iptables("-A", "PREROUTING", *rule)
-    if done.returncode != 0:
-        raise UserError(f"iptables refused the rule for the `kubernetes` Service ({shlex.join(rule)}): "
-                        f"{done.stderr.strip()}")
-
-
-def api_routes(root: Path) -> list[list[str]]:
-    """The cluster's rules in PREROUTING, as iptables prints them (without the leading -A PREROUTING)."""
-    if not shutil.which("iptables"):
-        return []
-    listed = _iptables("-S", "PREROUTING")
-    mark = rule_comment(root)
-    rules = [shlex.split(line) for line in listed.stdout.splitlines()] if listed.returncode == 0 else []
-    return [r[2:] for r in rules if r[:2] == ["-A", "PREROUTING"] and mark in r]
-
-
-def _remove_api_routes(root: Path) -> tuple[int, list[str]]:
-    """(how many of the cluster's rules were removed, the ones iptables would not remove)."""
-    removed, failed = 0, []
-    for rule in api_routes(root):
-        done = _iptables("-D", "PREROUTING", *rule)
-        if done.returncode == 0:
-            removed += 1
-        else:
-            failed.append(f"{shlex.join(rule)}: {done.stderr.strip()}")
-    return removed, failed
 
 
 # --- cgroups ---------------------------------------------------------------------------------
@@ -168,7 +125,7 @@ def _kill_node_processes(root: Path) -> list[int]:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        if Path(exe).name in ("containerd", "containerd-shim-runc-v2", "kubelet", "coredns"):
+        if Path(exe).name in ("containerd", "containerd-shim-runc-v2", "kubelet", "coredns", "kube-proxy"):
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -197,7 +154,7 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
         done.append(f"{len(containers)} container processes (killed)")
     node = _kill_node_processes(root)
     if node:
-        done.append(f"{len(node)} node processes: containerd, shims, kubelet, CoreDNS (killed)")
+        done.append(f"{len(node)} node processes: containerd, shims, kubelet, CoreDNS, kube-proxy (killed)")
     _wait_gone(containers + node)
     count, failed = unmount_all(folders.root)
     if count:
@@ -205,10 +162,8 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     problems += [f"mount {f} not unmounted" for f in failed]
     left = _remove_cgroups(root)
     problems += [f"cgroup {p} not removed (busy)" for p in left]
-    routes, failed = _remove_api_routes(root)
-    if routes:
-        done.append(f"{routes} NAT rule for the `kubernetes` Service (removed)")
-    problems += [f"NAT rule {f} not removed" for f in failed]
+    if netns.remove(network.bridge_name(root)):
+        done.append(f"the node's network namespace {netns.name(network.bridge_name(root))} (removed)")
     # libcni caches each attachment machine-wide as <network>-<sandbox>-<interface>: the bridge's under the
     # cluster's network name, the loopback's under containerd's own, by sandbox.
     sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]

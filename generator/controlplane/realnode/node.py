@@ -1,8 +1,9 @@
-"""The real node's bring-up step (`cluster up --node real`): containerd with the node's
-configuration (pulling from the machine's registry), the pause image imported into it, the NAT
-rule to the API server, the cluster's cgroup made in every hierarchy, the kernel settings
-recorded, then the kubelet, until the Node is Ready. The supervisor stops both as
-it stops every child; `teardown` undoes what they leave on the machine."""
+"""The real node's bring-up step (`cluster up --node real`): the node's network namespace,
+containerd with the node's configuration (pulling from the machine's registry), the pause image
+imported into it, CoreDNS, the cluster's cgroup made in every hierarchy, the kernel settings
+recorded, the kubelet until the Node is Ready, then kube-proxy until the `kubernetes` Service
+answers. The supervisor stops them as it stops every child; `teardown` undoes what they leave on
+the machine."""
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from generator.container import ports
 from generator.controlplane import operator, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, containerd, dns, host, kernel
+from generator.controlplane.realnode import build, config, containerd, dns, host, kernel, proxy
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -69,6 +70,8 @@ def start(sup: Supervisor) -> None:
     folders.root.mkdir(mode=0o700, exist_ok=True)
     folders.root.chmod(0o700)
     copy_registry_client(registry.default(), folders)
+    node.network.create()
+    write_cni_launchers(node)
     cert = config.serving_certificate(node)
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn, org=cert.org, server=True, names=[node.name],
                                         ips=list(cert.ips))
@@ -79,7 +82,6 @@ def start(sup: Supervisor) -> None:
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
     cluster_dns(sup, node)
-    host.add_api_route(config.api_service_rule(node))
     host.make_cgroup_root(sup.layout.root)
     values = kernel.hold_kernel_settings(sup.layout.root)
     print("kernel settings before the kubelet (put back at cluster down): "
@@ -87,7 +89,27 @@ def start(sup: Supervisor) -> None:
     kubelet = sup.start(config.kubelet(node))
     core = client.CoreV1Api(operator.admin_client(sup.layout))
     processes.wait_until(lambda: _ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    services(sup, node)
     sup.save(node=node.name, operator=None)
+
+
+def write_cni_launchers(node: config.RealNode) -> None:
+    folder = node.folders.cni_bin
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path, text in config.cni_launchers(node).items():
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+
+
+def services(sup: Supervisor, node: config.RealNode) -> None:
+    """kube-proxy with its own certificate (its rights are the API server's own binding), until the
+    `kubernetes` Service's rule is written: the controllers the charts install dial it first."""
+    cert = proxy.certificate()
+    pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
+    child = sup.start(proxy.component(node, build.path(build.KUBE_PROXY)))
+    processes.wait_until(lambda: proxy.synced(node), 60, "kube-proxy to write the `kubernetes` Service's rule", child)
 
 
 def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:

@@ -44,7 +44,7 @@ def test_the_order_comes_from_the_declarations_not_from_where_the_steps_are_writ
 
 
 def test_processes_stop_in_the_reverse_of_their_start_the_api_server_after_the_controllers_and_etcd_last():
-    assert bringup.stop_order() == ["kubelet", "coredns", "containerd", "kube-scheduler", "kube-controller-manager",
+    assert bringup.stop_order() == ["kube-proxy", "kubelet", "coredns", "containerd", "kube-scheduler", "kube-controller-manager",
                                     "kube-apiserver", "etcd"]
 
 

@@ -35,8 +35,8 @@ def cache(tmp_path, monkeypatch) -> Path:
 def test_the_nodes_groups_are_built_only_when_asked_beside_the_control_planes(cache):
     # `cluster build` (build.ensure) builds none of them: the node is opt-in.
     assert set(real_build.FILES).isdisjoint(build.BINARIES)
-    assert sorted(real_build.FILES) == sorted(["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "coredns",
-                                               "pause.oci.tar"])
+    assert sorted(real_build.FILES) == sorted(["kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr",
+                                               "coredns", "pause.oci.tar"])
     assert sorted(real_build.missing()) == sorted(real_build.FILES)
     for name in real_build.FILES:
         assert real_build.path(name).parent.parent == cache

@@ -32,16 +32,35 @@ def node(tmp_path) -> config.RealNode:
     return real_node(tmp_path / "c")
 
 
-def test_the_cni_bridge_is_the_clusters_with_addresses_from_its_subnet(node):
+def test_pods_get_the_upper_half_of_the_clusters_subnet_on_a_bridge_of_the_nodes_namespace(node):
     got = json.loads(config.cni_conflist(node))
     assert got["cniVersion"] == "1.0.0" and got["name"] == "pjk0000"
     (bridge,) = got["plugins"]
-    assert (bridge["type"], bridge["bridge"]) == ("bridge", "pjk0000")
-    # The gateway address is on the bridge already (the pod network step): the plugin changes nothing on the host.
-    assert (bridge["isGateway"], bridge["ipMasq"]) == (False, False)
+    # Inside the node's namespace: the host's bridge (the API server's) keeps the lower half.
+    assert (bridge["type"], bridge["bridge"]) == ("bridge", "pods")
+    assert (bridge["isGateway"], bridge["ipMasq"], bridge["hairpinMode"]) == (True, False, True)
     assert bridge["ipam"] == {"type": "host-local", "dataDir": str(node.layout.root / "node" / "cni" / "ipam"),
-                              "ranges": [[{"subnet": "10.244.7.0/24", "gateway": "10.244.7.1"}]],
-                              "routes": [{"dst": "0.0.0.0/0", "gw": "10.244.7.1"}]}
+                              "ranges": [[{"subnet": "10.244.7.128/25", "gateway": "10.244.7.129"}]],
+                              "routes": [{"dst": "0.0.0.0/0", "gw": "10.244.7.129"}]}
+
+
+def test_containerd_runs_each_cni_plugin_in_the_nodes_network_namespace(node):
+    launchers = config.cni_launchers(node)
+    folder = node.layout.root / "node" / "cni" / "bin"
+    assert set(launchers) == {folder / p for p in build.CNI_PLUGINS}
+    assert launchers[folder / "bridge"] == ('#!/bin/sh\nexec /usr/bin/nsenter --net=/run/netns/pjk0000-node -- '
+                                           '/usr/lib/cni/bridge "$@"\n')
+    toml = tomllib.loads(config.containerd_config(node))
+    assert toml["plugins"]["io.containerd.cri.v1.runtime"]["cni"]["bin_dirs"] == [str(folder)]
+
+
+def test_the_nodes_namespace_joins_the_hosts_bridge_next_to_the_api_server(node):
+    net = node.network
+    assert (net.name, net.host_veth) == ("pjk0000-node", "pjk0000n")
+    # The API server, the kubelet and CoreDNS listen on the host's address; the node is the pods' next hop.
+    assert (net.host_address, net.address) == (node.address, "10.244.7.2")
+    assert (net.pod_cidr, net.pod_gateway) == ("10.244.7.128/25", "10.244.7.129")
+    assert net.enter(["iptables", "-S"]) == ["/usr/bin/nsenter", "--net=/run/netns/pjk0000-node", "--", "iptables", "-S"]
 
 
 def test_the_kubelet_runs_in_the_clusters_cgroup_with_cgroupfs_and_leaves_iptables_alone(node):
@@ -101,17 +120,3 @@ def test_a_folder_too_deep_for_containerds_sockets_is_refused_naming_the_socket(
     with pytest.raises(ValueError, match=r"containerd\.sock\.ttrpc is \d+ characters, over the 107 .* shorter folder"):
         config.check_sockets(config.Folders.of(Layout(deep)))
     config.check_sockets(config.Folders.of(Layout(Path("/tmp/c"))))
-
-
-def test_pods_reach_the_api_server_at_the_kubernetes_service_through_a_rule_of_their_bridge_alone(node):
-    rule = config.api_service_rule(node)
-    options = dict(zip(rule[::2], rule[1::2], strict=True))  # every word of this rule is an option and its value
-    # What the kubelet tells every pod (KUBERNETES_SERVICE_HOST, _PORT) is where in-cluster clients dial.
-    assert (options["-d"], options["--dport"]) == ("10.96.0.1/32", "443")
-    assert options["--to-destination"] == "10.244.7.1:6443" and options["-j"] == "DNAT"
-    # Another cluster's pods come in on another bridge: its rule never matches them.
-    assert options["-i"] == "pjk0000"
-    assert options["--comment"] == f"pytorchjob-kit {node.layout.root}"
-    # The API server's certificate is for that address too, or the clients would refuse it.
-    serving = {c.stem: c for c in components.certificates(node.control_plane)}[components.serving_stem(node.control_plane)]
-    assert "10.96.0.1" in serving.ips

@@ -42,7 +42,9 @@ def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_imag
     # Root without CAP_SYS_RESOURCE cannot lower oom_score_adj below containerd's own.
     assert runtime["restrict_oom_score_adj"] is True
     assert runtime["netns_mounts_under_state_dir"] is True
-    assert runtime["cni"] == {"bin_dirs": ["/usr/lib/cni"], "conf_dir": str(node.layout.root / "node" / "cni" / "net.d"),
+    cni = node.layout.root / "node" / "cni"
+    # The launchers that run the machine's plugins in the node's network namespace (config.cni_launchers).
+    assert runtime["cni"] == {"bin_dirs": [str(cni / "bin")], "conf_dir": str(cni / "net.d"),
                               "max_conf_num": 1}
     assert plugins["io.containerd.grpc.v1.cri"] == {"stream_server_address": "127.0.0.1", "stream_server_port": "0"}
 
