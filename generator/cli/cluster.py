@@ -15,8 +15,15 @@ def _layout(directory: str | None):
     return Layout(Path(directory).resolve() if directory else default_dir())
 
 
+# What `cluster status` says runs the pods, by node kind.
+NODES = {"real": "real (kubelet, containerd, runc)", "process": "process"}
+
 dir_option = click.option("--dir", "directory", metavar="DIR",
                           help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _quantity(ctx, param, value):
@@ -46,28 +53,31 @@ def _kueue_quota(ctx, param, value):
 
 @click.group("cluster")
 def command() -> None:
-    """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node that runs pods as processes, and the operator."""
+    """A real control plane (etcd, kube-apiserver, controller-manager, scheduler), a node (the kubelet,
+    containerd and runc, or one that runs pods as processes), and the operator."""
 
 
 @command.command("up")
 @click.option("-f", "--values", "values_file", metavar="FILE", help="Values for charts/pytorch-operator.")
 @click.option("--timeout", type=click.IntRange(min=10), default=600, show_default=True,
               help="Seconds to wait for the cluster (not counting the first build).")
-@click.option("--cpu", metavar="QUANTITY", callback=_quantity, help="The node's CPU capacity (default: this machine's CPUs).")
-@click.option("--memory", metavar="QUANTITY", callback=_quantity, help="The node's memory (default: this machine's).")
+@click.option("--cpu", metavar="QUANTITY", callback=_quantity, help="The process node's CPU capacity (default: this machine's CPUs).")
+@click.option("--memory", metavar="QUANTITY", callback=_quantity, help="The process node's memory (default: this machine's).")
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
-              help="nvidia.com/gpu the node offers, so GPU jobs schedule; they still run on the CPU.")
+              help="nvidia.com/gpu the process node offers, so GPU jobs schedule; they still run on the CPU.")
 @image_option
 @click.option("--pod-security", type=click.Choice(["privileged", "baseline", "restricted"]), default="baseline",
               show_default=True, help="The Pod Security Standard enforced in namespaces that set none by label "
                                       "(pod-security.kubernetes.io/enforce).")
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
-@click.option("--node", "node_kind", type=click.Choice(["process", "real"]), default="process", show_default=True,
-              help="process: pods run as processes of this machine (the process kubelet). real (a preview): the "
-                   "kubelet, containerd and runc run pods from images, pulled from the registry on this machine; "
-                   "built on first use, needs root, runc and the CNI plugins (installed from Debian's packages when "
-                   "missing).")
+@click.option("--node", "node_kind", type=click.Choice(["real", "process"]),
+              help="real (a preview): the kubelet, containerd and runc run pods from images, pulled from the registry "
+                   "on this machine; built on first use, needs root, writable cgroups, iptables, runc and the CNI "
+                   "plugins (installed from Debian's packages when missing). process: pods run as processes of this "
+                   "machine (the process kubelet). Default: real where it can run and no process-node option "
+                   "(--cpu, --memory, --gpus, --image) is given, else process, saying why on stderr; a running "
+                   "cluster keeps its node.")
 @click.option("--trainer", is_flag=True,
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
                    "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
@@ -80,7 +90,8 @@ def command() -> None:
 @dir_option
 def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, trainer, kueue, kueue_quota,
        directory) -> None:
-    """Start the control plane and the process node, install the operator chart; print `export KUBECONFIG=...`.
+    """Start the control plane and its node (the real one where it can run, else the process node: see --node),
+    install the operator chart; print `export KUBECONFIG=...`.
 
     \b
     Protected from other users of this machine: the cluster's folder (0700: CA and keys,
@@ -92,25 +103,26 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
     Not protected: a pod without a securityContext runs as root on this machine, so whoever can
     create pods (the admin kubeconfig) is root here; keep the kubeconfig to yourself."""
     from generator.controlplane import lifecycle
+    from generator.controlplane.realnode import support
     from generator.controlplane.state import NodeOptions
 
     if values_file and not operator:
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
-    if node_kind == "real" and aliases:
-        raise click.UsageError("--image maps images to programs of the process node; the real node runs images: "
-                               "put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
-                               "`cluster up`, or use --node process")
-    sized = [flag for flag, given in (("--cpu", cpu), ("--memory", memory), ("--gpus", gpus)) if given]
-    if node_kind == "real" and sized:
-        verb = "size" if len(sized) > 1 else "sizes"
-        raise click.UsageError(f"{' and '.join(sized)} {verb} the process node; the real node offers this machine's "
-                               "CPUs and memory as its kubelet measures them: drop them, and lower the jobs' requests "
-                               "where they do not fit (or use --node process)")
+    process_only = support.process_only(cpu, memory, gpus, dict(aliases))
+    if node_kind == "real" and process_only:
+        fix = ("put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
+               "`cluster up`, or use --node process" if aliases else
+               "drop them, and lower the jobs' requests where they do not fit (or use --node process)")
+        raise click.UsageError(f"{process_only}: {fix}")
     if kueue_quota and not kueue:
         raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)
-    state = lifecycle.up(layout, values_file, timeout, say=lambda line: click.echo(line, err=True),
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, node_kind),
+    kind, line = lifecycle.choose_node(node_kind, lifecycle.node_kind(lifecycle.running(layout)), layout.root,
+                                       process_only, lambda install: lifecycle.real_node_cannot(layout, install, _say))
+    if line:
+        _say(line)
+    state = lifecycle.up(layout, values_file, timeout, say=_say,
+                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, kind),
                          operator=operator,
                          trainer=trainer, kueue=kueue, kueue_quota=kueue_quota)
     from generator.controlplane import build
@@ -140,6 +152,8 @@ def status(fmt, directory) -> None:
     click.echo(f"cluster in {report['dir']}: {report['phase']}" + (f" ({report['error']})" if report["error"] else ""))
     if report["server"] and report["phase"] != "stopped":
         click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
+    if report["node_kind"] and report["phase"] not in ("stopped", "absent"):
+        click.echo(f"node: {NODES[report['node_kind']]}")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
     for pod in report["pods"]:
@@ -166,21 +180,26 @@ def down(directory, purge) -> None:
 
 
 @command.command("build")
-@click.option("--node", "node_kind", type=click.Choice(["process", "real"]), default="process", show_default=True,
-              help="real: also the real node's kubelet, containerd, runc shim, ctr and pause image (runc and the CNI "
-                   "plugins from Debian's packages when missing).")
+@click.option("--node", "node_kind", type=click.Choice(["real", "process"]),
+              help="real: also the real node's kubelet, containerd, runc shim, ctr, CoreDNS and pause image (runc and "
+                   "the CNI plugins from Debian's packages when missing). Default: real where the real node can run "
+                   "(as `cluster up` chooses), else process, saying why on stderr.")
 def build_cmd(node_kind) -> None:
     """Build the control plane's binaries from Go modules, once per machine, into the user's cache
     ($PYTORCHJOB_KIT_CACHE, else $XDG_CACHE_HOME/pytorchjob-kit or ~/.cache/pytorchjob-kit)."""
-    from generator.controlplane import build
+    from generator.controlplane import build, lifecycle
 
+    node_kind, line = lifecycle.choose_node(node_kind, cannot=lambda install: lifecycle.real_node_cannot(None, install,
+                                                                                                        _say))
+    if line:
+        _say(line)
     missing = set(build.missing())
-    paths = build.ensure(say=lambda line: click.echo(line, err=True))
+    paths = build.ensure(say=_say)
     if node_kind == "real":
         from generator.controlplane.realnode import build as real_build
 
         missing |= set(real_build.missing())
-        paths = {**paths, **real_build.ensure(say=lambda line: click.echo(line, err=True))}
+        paths = {**paths, **real_build.ensure(say=_say)}
     for folder in dict.fromkeys(p.parent for p in paths.values()):
         names = [n for n, p in paths.items() if p.parent == folder]
         state = "built" if missing & set(names) else "up to date"

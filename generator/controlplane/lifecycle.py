@@ -36,6 +36,71 @@ def same_images(layout: Layout, current: ClusterState, asked: dict[str, str]) ->
                         "`cluster up` with every --image it needs")
 
 
+def node_kind(current: ClusterState | None) -> str | None:
+    """Which node a cluster runs: the kind it was started with, else (a state that has not kept its
+    node options) the one its processes show, the real one running containerd beside its kubelet;
+    None before its node starts."""
+    if current is None:
+        return None
+    if current.node_options:
+        return current.node_options.kind
+    return ("real" if "containerd" in current.processes else "process") if "kubelet" in current.processes else None
+
+
+def choose_node(asked: str | None, running: str | None = None, where: Path | None = None,
+                process_only: str | None = None, cannot=lambda install: None) -> tuple[str, str | None]:
+    """The node `cluster up` starts (or `cluster build` builds), and the line it says about it (None
+    when --node named it). `asked` is --node's value (None: not given); `running` the kind of the
+    cluster running in `where`, which keeps its node; `process_only` why the options given need the
+    process node; `cannot(install)` why the real node cannot run here (None when it can), installing
+    the packages it lacks when `install` and the real node's start would install them anyway."""
+    if running:
+        if asked and asked != running:
+            raise UserError(f"the cluster in {where} runs the {running} node; run `python -m generator cluster down "
+                            f"--dir {where}` first for the {asked} node")
+        if running == "real" and process_only:
+            raise UserError(f"{process_only}, and the cluster in {where} runs the real node; run `python -m generator "
+                            f"cluster down --dir {where}` first for the process node")
+        return running, None if asked else f"node: {running} (the node of the cluster running in {where})"
+    if asked == "process":
+        return "process", None
+    if asked == "real":
+        reason = cannot(False)
+        if reason:
+            raise UserError(f"--node real: {reason}, or use `--node process`")
+        return "real", None
+    reason = process_only or cannot(True)
+    if reason:
+        return "process", f"node: process ({reason}; --node process chooses it without this line)"
+    return "real", "node: real (kubelet, containerd, runc; --node process runs pods as processes of this machine)"
+
+
+def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | None:
+    """Why the real node cannot run on this machine (for the cluster in `layout`, whose folder must
+    hold its sockets), with what to change; None when it can. With `install`, runc and the CNI
+    plugins are installed here when missing, as the node's start would, and a failed install is the
+    reason."""
+    from generator.controlplane.realnode import build as real_build
+    from generator.controlplane.realnode import config as real_config
+    from generator.controlplane.realnode import support
+
+    machine = support.Machine.read()
+    reason = support.why_not(machine)
+    if reason is None and layout is not None:
+        try:
+            real_config.check_sockets(real_config.Folders.of(layout))
+        except ValueError as exc:
+            reason = str(exc)
+    if reason is None and install and support.installs_packages(machine):
+        try:
+            real_build.host_packages(say)
+        except UserError as exc:
+            failed = str(exc).splitlines()[0].rstrip(":")
+            reason = (f"the real node needs runc and the CNI plugins, and installing them failed ({failed}): install "
+                      f"{' and '.join(real_build.PACKAGES)} yourself")
+    return reason
+
+
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
        operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
     current = running(layout)
@@ -60,15 +125,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         findings = validation.check_operator_values(values_io.load_mapping(values_file), "training-operator").findings
         if findings:
             raise UserError(findings, source=values_file)
-    real = node is not None and node.kind == "real"
-    if real:
-        from generator.controlplane.realnode import build as real_build
-        from generator.controlplane.realnode import config as real_config
-
-        try:
-            real_config.check_sockets(real_config.Folders.of(layout))
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+    real = node is not None and node.kind == "real"  # what it needs of the machine: choose_node said
     try:
         network.check()
     except network.NetworkError as exc:
@@ -80,6 +137,8 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     # The registry's images, made once per machine like the binaries, and pushed: before the timeout.
     chart_images.seed(registry.start(say=say), say=say)
     if real:
+        from generator.controlplane.realnode import build as real_build
+
         real_build.ensure(say)
     _leftovers(layout)
     reused = _old_ca(layout)
@@ -156,9 +215,7 @@ def status(layout: Layout) -> dict:
     if alive:
         report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})
-    # Which node runs the pods: the real one runs containerd beside its kubelet.
-    started = current.processes if current else {}
-    report["node_kind"] = ("real" if "containerd" in started else "process") if "kubelet" in started else None
+    report["node_kind"] = node_kind(current)
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})

@@ -22,6 +22,7 @@ class LocalCluster:
     dir: Path
     kubeconfig: Path
     env: dict
+    said: str = ""  # what `cluster up` printed on stderr
 
     def cli(self, *args: str, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
         """`python -m generator ...` against this cluster, as a user's shell would run it."""
@@ -51,9 +52,12 @@ class LocalCluster:
         return "".join(self.core().read_namespaced_pod_log(p.metadata.name, operator["namespace"]) for p in pods)
 
 
-def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> LocalCluster:
+def start_cluster(tmp: Path, values: dict | None, node: list[str] = (), kind: str | None = "process") -> LocalCluster:
+    """`cluster up` with the `node` options, on the process node unless they name one (`--node`) or
+    `kind` is None (the node `cluster up` chooses): each module's node stays what it chose."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *node]
+    chosen = ["--node", kind] if kind and "--node" not in node else []
+    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *chosen, *node]
     if values is not None:  # beside the cluster's folder: `cluster up` takes only an empty one, or a cluster's
         given = tmp.with_name(f"{tmp.name}-operator-values.yaml")
         given.write_text(yaml.safe_dump(values))
@@ -63,7 +67,7 @@ def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> Local
     assert proc.returncode == 0, f"cluster up failed:\n{proc.stderr}"
     assert proc.stdout.startswith("export KUBECONFIG="), proc.stdout
     kubeconfig = Path(proc.stdout.strip().split("=", 1)[1])
-    return LocalCluster(tmp, kubeconfig, {**env, "KUBECONFIG": str(kubeconfig)})
+    return LocalCluster(tmp, kubeconfig, {**env, "KUBECONFIG": str(kubeconfig)}, proc.stderr)
 
 
 def stop_cluster(cluster: LocalCluster) -> None:

@@ -457,6 +457,25 @@ def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(c
     assert "Phase:          Succeeded" in tested.stdout
 
 
+def test_cluster_up_without_node_runs_the_real_node_here_and_status_says_so(tmp_path_factory):
+    """This machine has what the real node needs, so it is the node `cluster up` chooses."""
+    c = start_cluster(tmp_path_factory.mktemp("real-default"), None, ["--no-operator"], kind=None)
+    try:
+        assert "node: real (kubelet, containerd, runc; --node process runs pods as processes of this machine)\n" in c.said
+        assert json.loads(c.cli("cluster", "status", "--dir", str(c.dir), "--format", "json",
+                                check=True).stdout)["node_kind"] == "real"
+        status = c.cli("cluster", "status", "--dir", str(c.dir), check=True).stdout
+        assert "\nnode: real (kubelet, containerd, runc)\n" in status and "\ncontainerd " in status
+        assert c.core().read_node(c.core().list_node().items[0].metadata.name).status.node_info \
+            .container_runtime_version.startswith("containerd://")
+        again = c.cli("cluster", "up", "--dir", str(c.dir), check=True)  # a running cluster keeps its node
+        assert f"node: real (the node of the cluster running in {c.dir})" in again.stderr
+    finally:
+        stop_cluster(c)
+        forget_images(c.dir)
+    assert "node: " not in c.cli("cluster", "status", "--dir", str(c.dir), check=True).stdout
+
+
 def run_a_pod(c) -> None:
     """A probe pod running: containers, mounts and cgroups for `cluster down` to leave nothing of."""
     core = c.core()

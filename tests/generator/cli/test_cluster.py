@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from generator.controlplane.layout import MARKER
 from tests.support.cli_helpers import run
 from tests.support.waiting import wait_for
 
@@ -42,10 +43,82 @@ def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
 def test_a_real_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_starts(tmp_path):
     deep = tmp_path / ("d" * 90) / "cluster"
     code, out, err = run("cluster", "up", "--node", "real", "--no-operator", "--dir", str(deep))
-    assert code == 1 and out == ""
-    assert f"the real node's socket {deep}/node/containerd/containerd.sock.ttrpc is" in err
-    assert "give `cluster up --dir` a shorter folder" in err
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"--node real: the real node's socket {deep}/node/containerd/containerd.sock.ttrpc is" in err
+    assert "give `cluster up --dir` a shorter folder, or use `--node process`" in err
     assert not deep.exists()
+
+
+MISSING = "/nonexistent/operator-values.yaml"  # `cluster up` stops at it once it has chosen the node
+NOT_STARTED = f"error: -f {MISSING}: no such file"
+
+
+def node_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("node: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_up_in_a_folder_too_deep_for_the_real_nodes_sockets_falls_back_to_the_process_node_saying_why(tmp_path):
+    deep = tmp_path / ("d" * 90) / "cluster"
+    code, out, err = run("cluster", "up", "-f", MISSING, "--dir", str(deep))
+    assert code == 1 and NOT_STARTED in err
+    socket = deep / "node/containerd/containerd.sock.ttrpc"
+    assert node_line(err) == (f"node: process (the real node's socket {socket} is {len(str(socket))} characters, over "
+                              "the 107 a unix socket's path may have; give `cluster up --dir` a shorter folder; --node "
+                              "process chooses it without this line)")
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    (["--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and memory as its "
+                     "kubelet measures them"),
+    (["--gpus", "1", "--memory", "4Gi"], "--memory and --gpus size the process node; the real node offers"),
+    (["--image", "my/trainer=host"], "--image maps images to programs of the process node; the real node runs images"),
+])
+def test_an_option_only_the_process_node_takes_chooses_it_saying_so(tmp_path, args, reason):
+    code, out, err = run("cluster", "up", *args, "-f", MISSING, "--dir", str(tmp_path / "cluster"))
+    assert code == 1 and out == "" and NOT_STARTED in err
+    line = node_line(err)
+    assert line.startswith(f"node: process ({reason}") and line.endswith("; --node process chooses it without this line)")
+    assert not (tmp_path / "cluster").exists()
+
+
+@pytest.fixture
+def short_dir():
+    """A cluster folder short enough for the real node's sockets, which pytest's tmp_path is not."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="pjk", dir="/tmp"))
+    yield folder / "c"
+    shutil.rmtree(folder)
+
+
+def test_a_named_node_is_chosen_without_a_line(short_dir):
+    from generator.controlplane import lifecycle
+    from generator.controlplane.layout import Layout
+
+    code, _, err = run("cluster", "up", "--node", "process", "-f", MISSING, "--dir", str(short_dir))
+    assert code == 1 and NOT_STARTED in err and "node: " not in err, err
+    if lifecycle.real_node_cannot(Layout(short_dir), install=False) is None:  # else the test above and the next
+        code, _, err = run("cluster", "up", "--node", "real", "-f", MISSING, "--dir", str(short_dir))
+        assert code == 1 and NOT_STARTED in err and "node: " not in err, err
+
+
+def test_up_runs_the_real_node_where_this_machine_can_run_it_else_says_why_not(short_dir):
+    from generator.controlplane import lifecycle
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.realnode import support
+
+    if support.installs_packages(support.Machine.read()):
+        pytest.skip("the real node's first start here installs runc and the CNI plugins, which a test must not do")
+    folder = short_dir
+    code, _, err = run("cluster", "up", "-f", MISSING, "--dir", str(folder))
+    assert code == 1 and NOT_STARTED in err
+    reason = lifecycle.real_node_cannot(Layout(folder), install=False)
+    assert node_line(err) == ("node: real (kubelet, containerd, runc; --node process runs pods as processes of this "
+                              "machine)" if reason is None else
+                              f"node: process ({reason}; --node process chooses it without this line)")
 
 
 def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
@@ -88,6 +161,56 @@ def test_status_says_which_node_runs_the_pods(tmp_path, children, kind):
     code, out, err = run("cluster", "status", "--dir", str(folder), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["node_kind"] == kind
+
+
+@pytest.mark.parametrize(("children", "line"), [({"etcd": 1}, None), ({"etcd": 1, "kubelet": 2}, "node: process"),
+                                                 ({"etcd": 1, "containerd": 2, "kubelet": 3},
+                                                  "node: real (kubelet, containerd, runc)")])
+def test_status_names_the_node_that_runs_the_pods(tmp_path, children, line):
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                                  env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert supervisor.stdout.readline() == "up\n"  # exec'd: its environment is the marked one
+        _state(folder, supervisor.pid, children)
+        code, out, err = run("cluster", "status", "--dir", str(folder))
+        assert code == 0, err
+        assert [x for x in out.splitlines() if x.startswith("node: ")] == ([line] if line else [])
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    code, out, _ = run("cluster", "status", "--dir", str(folder))
+    assert code == 0 and out.startswith(f"cluster in {folder}: stopped") and "node: " not in out
+
+
+def test_up_on_a_running_cluster_keeps_its_node(tmp_path):
+    from generator.controlplane import state
+
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                                  env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert supervisor.stdout.readline() == "up\n"
+        state.save(folder / "state.json", state.ClusterState(
+            phase="ready", pid=supervisor.pid, kubeconfig=str(folder / "kubeconfig"),
+            node_options=state.NodeOptions(kind="real"), processes={"containerd": state.Process(2**22 + 1, ""),
+                                                                    "kubelet": state.Process(2**22 + 2, "")}))
+        code, out, err = run("cluster", "up", "--dir", str(folder))
+        assert code == 0 and out == f"export KUBECONFIG={folder / 'kubeconfig'}\n", err
+        assert node_line(err) == f"node: real (the node of the cluster running in {folder})"
+        code, out, err = run("cluster", "up", "--node", "process", "--dir", str(folder))
+        assert code == 1 and out == "" and "Traceback" not in err
+        assert (f"the cluster in {folder} runs the real node; run `python -m generator cluster down --dir {folder}` "
+                "first for the process node") in err
+        code, out, err = run("cluster", "up", "--cpu", "4", "--dir", str(folder))
+        assert code == 1 and out == ""
+        assert f"--cpu sizes the process node; the real node offers this machine's CPUs and memory as its kubelet " \
+               f"measures them, and the cluster in {folder} runs the real node;" in " ".join(err.split())
+    finally:
+        supervisor.kill()
+        supervisor.wait()
 
 
 def test_down_never_signals_a_process_that_is_not_the_clusters_own(tmp_path):
@@ -372,3 +495,26 @@ def test_a_bad_kueue_quota_is_refused_before_anything_starts(args, message, tmp_
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)
     assert code == 2 and out == "" and message in " ".join(err.split()), err
     assert not (tmp_path / "cluster").exists()
+
+
+def test_build_builds_the_real_nodes_parts_where_up_would_run_it(tmp_path, monkeypatch):
+    from generator.controlplane import build, lifecycle
+    from generator.controlplane.realnode import build as real_build
+    from generator.controlplane.realnode import support
+
+    if support.installs_packages(support.Machine.read()):
+        pytest.skip("the real node's first build here installs runc and the CNI plugins, which a test must not do")
+    monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
+    for module, group in [(build, g) for g in build.GROUPS] + [(real_build, g) for g in real_build.GROUPS]:
+        names, stamp = module.GROUPS[group]  # as built: Go is not needed
+        module.group_dir(group).mkdir(parents=True)
+        for name in names:
+            (module.group_dir(group) / name).write_text("")
+        (module.group_dir(group) / build.COMPLETE).write_text(stamp())
+    real = lifecycle.real_node_cannot(None, install=False) is None
+    code, out, err = run("cluster", "build")
+    assert code == 0, err
+    assert ("up to date: kubelet in" in out) == real
+    assert node_line(err).startswith("node: real (" if real else "node: process (")
+    code, out, err = run("cluster", "build", "--node", "process")
+    assert code == 0 and "kubelet" not in out and "node: " not in err

@@ -59,7 +59,7 @@ OFFLINE = [
     ("cluster-status", ["cluster", "status", "--dir", "{dir}/cluster"], "cluster in {dir}/cluster: absent\n"),
     ("cluster-status-json", ["cluster", "status", "--dir", "{dir}/cluster", "--format", "json"], "{\n"),
     ("cluster-down", ["cluster", "down", "--dir", "{dir}/cluster"], "nothing was running\n"),
-    ("cluster-build", ["cluster", "build"], "up to date: etcd in {dir}/cache/controlplane/{etcd}\n"),
+    ("cluster-build", ["cluster", "build", "--node", "process"], "up to date: etcd in {dir}/cache/controlplane/{etcd}\n"),
 ]
 ON_A_CLUSTER = [
     ("submit", ["submit", "{values}"], "pytorchjob other created\n"),

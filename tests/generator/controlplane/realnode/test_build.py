@@ -33,7 +33,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_nodes_groups_are_built_only_when_asked_beside_the_control_planes(cache):
-    # `cluster build` (build.ensure) builds none of them: the node is opt-in.
+    # The control plane's build (build.ensure) builds none of them: `cluster build` adds them where the node runs.
     assert set(real_build.FILES).isdisjoint(build.BINARIES)
     assert sorted(real_build.FILES) == sorted(["kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr",
                                                "coredns", "pause.oci.tar"])
