@@ -47,9 +47,9 @@ e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
 # Unbuffered, so each step's line shows as it starts rather than when its half of the build ends. The
-# process node's parts only: the suite runs on it (the real node's module builds its own when opted in).
+# real node's parts too where it can run (as `cluster up` chooses): tests/e2e/test_real_node.py runs on it.
 e2e-binaries: venv
-	PYTHONUNBUFFERED=1 $(PY) -m generator cluster build --node process
+	PYTHONUNBUFFERED=1 $(PY) -m generator cluster build
 
 e2e-image: venv
 	PYTHONUNBUFFERED=1 $(PY) -m generator image build --quiet

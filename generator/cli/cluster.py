@@ -72,7 +72,7 @@ def command() -> None:
 @click.option("--operator/--no-operator", default=True, show_default=True,
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @click.option("--node", "node_kind", type=click.Choice(["real", "process"]),
-              help="real (a preview): the kubelet, containerd and runc run pods from images, pulled from the registry "
+              help="real: the kubelet, containerd, runc and kube-proxy run pods from images, pulled from the registry "
                    "on this machine; built on first use, needs root, writable cgroups, iptables, runc and the CNI "
                    "plugins (installed from Debian's packages when missing). process: pods run as processes of this "
                    "machine (the process kubelet). Default: real where it can run and no process-node option "

@@ -1,19 +1,20 @@
-"""The real node (`cluster up --node real`, a preview): the kubelet, containerd and runc run pods
-from images. The charts' images are pulled from the registry on this machine, under the names the
-charts give them: the operator (installed by the chart, reaching the API server at the
-`kubernetes` Service) and the trainer, which trains digits as uid 1000 on a read-only root; an
-image the registry lacks fails as a real pull does, and `diagnose` names it. The operator's job
-trains with its Workers finding the Master through the cluster's CoreDNS, and again after its
-Worker was SIGKILLed (restarted by the kubelet, followed by `logs -f`); a TrainJob trains
-through the real Trainer and JobSet. A static probe
-program (tests/e2e/realnode/probe.c, FROM scratch, imported into containerd) shows the Node
-reports containerd, a restricted pod runs as its user with no capabilities and a seccomp filter
-(as the pod itself reads them), and a pod over its memory limit is OOM-killed by the kernel; and
-`cluster down` leaves no process, mount, cgroup, network namespace or kernel setting behind, also after the
-supervisor was killed with SIGKILL.
+"""The real node (`cluster up`'s default where it can run): the kubelet, containerd, runc and
+kube-proxy run pods from images. The charts' images are pulled from the registry on this machine,
+under the names the charts give them: the operator (installed by the chart, reaching the API server
+at the `kubernetes` Service through kube-proxy, its `helm test` reaching its metrics Service's
+ClusterIP) and the trainer, which trains digits as uid 1000 on a read-only root; your own image,
+built and loaded into the registry, runs tests/userproject's job unchanged; an image the registry
+lacks fails as a real pull does, and `diagnose` names it. The operator's job trains with its
+Workers finding the Master through the cluster's CoreDNS, and again after its Worker was SIGKILLed
+(restarted by the kubelet, followed by `logs -f`); a TrainJob trains through the real Trainer and
+JobSet. A static probe program (tests/e2e/realnode/probe.c, FROM scratch, imported into
+containerd) shows the Node reports containerd, a restricted pod runs as its user with no
+capabilities and a seccomp filter (as the pod itself reads them), and a pod over its memory limit
+is OOM-killed by the kernel; and `cluster down` leaves no process, mount, cgroup, network namespace
+or kernel setting behind, also after the supervisor was killed with SIGKILL.
 
-Its own clusters; the first run builds the node (`cluster build --node real`). Each cluster's
-containerd holds what it pulled (the trainer's image: about 8 GB), removed after the module."""
+Its own clusters; `make e2e` builds the node where it can run. Each cluster's containerd holds
+what it pulled (the trainer's image: about 8 GB), removed after the module."""
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ import pytest
 from generator.controlplane import network
 from generator.controlplane.layout import Layout
 from generator.controlplane.network import NETNS_DIR
-from generator.controlplane.realnode import host, kernel, netns, oci
+from generator.controlplane.realnode import host, kernel, netns, oci, support
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders, ctr
 from generator.images import trainer as trainer_image
@@ -42,13 +43,11 @@ from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
+CANNOT = support.why_not(support.Machine.read())
 pytestmark = [
     pytest.mark.e2e,
-    # Opt-in while the real node is a preview: CI neither builds the node nor spends its minutes here yet.
-    pytest.mark.skipif(os.environ.get("PYTORCHJOB_KIT_REAL_NODE") != "1",
-                       reason="the real node is a preview: PYTORCHJOB_KIT_REAL_NODE=1 runs it (the first run builds "
-                              "the node, about 7 minutes)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="the real node runs containers as root"),
+    # Where `cluster up` would fall back to the process node, for the reason it would give.
+    pytest.mark.skipif(bool(CANNOT), reason=f"the real node cannot run here: {CANNOT}"),
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
 ]
 PROBE = "localhost/pytorchjob-kit/probe:1"

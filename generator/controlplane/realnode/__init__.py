@@ -1,4 +1,4 @@
-"""A real node for the local cluster (`cluster up --node real`, a preview): the kubelet of the
+"""A real node for the local cluster (`cluster up`'s default where it can run): the kubelet of the
 control plane's Kubernetes release, containerd v2 and runc run the pods from images, in the
 cluster's own cgroup, on the cluster's bridge. Built only when asked (build.py); configured by pure
 functions (config.py); started as one bring-up step (node.py); undone at `cluster down` (host.py).

@@ -72,7 +72,7 @@ def cgroups(machine: Machine) -> str | None:
 
 def iptables(machine: Machine) -> str | None:
     if not machine.iptables:
-        return ("the real node routes its pods to the API server with iptables, which is not on PATH: install it "
+        return ("the real node's kube-proxy writes Services' rules with iptables, which is not on PATH: install it "
                 "(`apt-get install -y iptables`)")
     return None
 

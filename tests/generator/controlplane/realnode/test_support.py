@@ -33,7 +33,7 @@ def test_a_machine_with_everything_runs_the_real_node():
      "the real node makes its cgroup in every cgroup hierarchy, and /sys/fs/cgroup/memory is not writable (mounted "
      "read-only, as in an unprivileged container): run it where the cgroups are writable"),
     ({"cgroups": ((Path("/a"), False), (Path("/b"), False))}, "and /a, /b are not writable"),
-    ({"iptables": False}, "the real node routes its pods to the API server with iptables, which is not on PATH: "
+    ({"iptables": False}, "the real node's kube-proxy writes Services' rules with iptables, which is not on PATH: "
                           "install it (`apt-get install -y iptables`)"),
     ({"gcc": False}, "the real node's sandbox image is built with gcc -static, and gcc is not on PATH: install it "
                      "(`apt-get install -y gcc libc6-dev`)"),
