@@ -124,7 +124,8 @@ def user_image(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, before, user_image):
+def cluster(request, tmp_path_factory, before):
+    request.getfixturevalue("user_image")  # in the registry before `cluster up`, as a user would load it
     c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real", "--trainer"])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
