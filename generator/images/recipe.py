@@ -81,12 +81,18 @@ def ensure(eng: Engine, recipe: Recipe, base_id: str = "", show=None) -> bool:
         if current(eng, recipe, base_id):
             return False
         key = recipe.key(base_id)
+        replaced = eng.image_id(recipe.tag)
         argv = eng.argv("build", "-f", str(recipe.dockerfile), "-t", recipe.tag, *eng.build_flags(),
                         *[f"--build-arg={k}={v}" for k, v in sorted(recipe.build_args.items())], str(recipe.context))
         started = time.monotonic()
         engine_.stream(argv, f"building {recipe.tag} from {recipe.dockerfile}", recipe.fix, env=eng.environ(),
                        show=show, nice=eng.name != engine_.DOCKER)
-        record = {"key": key, "id": eng.image_id(recipe.tag), "seconds": round(time.monotonic() - started)}
+        built = eng.image_id(recipe.tag)
+        if replaced and replaced != built:
+            # The image the tag named before would stay untagged (gigabytes for the trainer's, at every change
+            # of what it copies); the engine keeps it while another tag, a child image or a container uses it.
+            eng.run("rmi", replaced, check=False)
+        record = {"key": key, "id": built, "seconds": round(time.monotonic() - started)}
         tmp = _record(recipe.tag).with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record))
         tmp.replace(_record(recipe.tag))

@@ -153,6 +153,14 @@ def test_your_own_dockerfile_builds_once_and_the_registry_takes_it_from_the_stor
     assert first.returncode == 0 and first.stdout == f"built: {tag}\n", first.stderr
     again = generator("image", "build", str(project), "-t", tag, "--quiet")
     assert again.stdout == f"up to date: {tag}\n"
+    # A change rebuilds it, and the image the tag named before is removed, not left untagged in the store.
+    before = engine.image_id(tag)
+    (project / "train.py").write_text("print('trained by my own image')  # changed\n")
+    rebuilt = generator("image", "build", str(project), "-t", tag, "--quiet")
+    assert rebuilt.stdout == f"built: {tag}\n", rebuilt.stderr
+    assert engine.image_id(tag) != before and engine.image_id(before) is None
+    (project / "train.py").write_text("print('trained by my own image')\n")
+    assert generator("image", "build", str(project), "-t", tag, "--quiet").returncode == 0
     assert engine.run("run", "--rm", "--read-only", tag).stdout == "trained by my own image\n"
 
     loaded = generator("image", "load", tag)
