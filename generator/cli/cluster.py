@@ -15,8 +15,6 @@ def _layout(directory: str | None):
     return Layout(Path(directory).resolve() if directory else default_dir())
 
 
-# What `cluster status` says runs the pods, by node kind.
-NODES = {"real": "real (kubelet, containerd, runc)", "process": "process"}
 
 dir_option = click.option("--dir", "directory", metavar="DIR",
                           help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
@@ -153,7 +151,9 @@ def status(fmt, directory) -> None:
     if report["server"] and report["phase"] != "stopped":
         click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
     if report["node_kind"] and report["phase"] not in ("stopped", "absent"):
-        click.echo(f"node: {NODES[report['node_kind']]}")
+        from generator.controlplane.realnode import support
+
+        click.echo(f"node: real ({support.RUNS})" if report["node_kind"] == "real" else f"node: {report['node_kind']}")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
     for pod in report["pods"]:

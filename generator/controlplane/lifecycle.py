@@ -72,7 +72,9 @@ def choose_node(asked: str | None, running: str | None = None, where: Path | Non
     reason = process_only or cannot(True)
     if reason:
         return "process", f"node: process ({reason}; --node process chooses it without this line)"
-    return "real", "node: real (kubelet, containerd, runc; --node process runs pods as processes of this machine)"
+    from generator.controlplane.realnode import support
+
+    return "real", f"node: real ({support.RUNS}; --node process runs pods as processes of this machine)"
 
 
 def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | None:

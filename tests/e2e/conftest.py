@@ -32,6 +32,13 @@ class LocalCluster:
             raise AssertionError(f"generator {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
         return proc
 
+    def helm(self, *args: str) -> subprocess.CompletedProcess:
+        """The helm CLI the build made, against this cluster, from the checkout (charts/ by relative path)."""
+        from generator.controlplane import build
+
+        return subprocess.run([str(build.binary(build.HELM_BINARY)), *args], env=self.env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=400)
+
     def api(self):
         from kubernetes import client, config
 

@@ -610,20 +610,13 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
 
 
 # --- the operator's Helm release ---------------------------------------------------------------
-def _helm(cluster, *args: str) -> subprocess.CompletedProcess:
-    from generator.controlplane import build
-
-    return subprocess.run([str(build.binary(build.HELM_BINARY)), *args], env=cluster.env, capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_the_operator_is_a_helm_release_whose_helm_test_passes_on_the_node(cluster):
-    listed = json.loads(_helm(cluster, "list", "-A", "-o", "json").stdout)
+    listed = json.loads(cluster.helm("list", "-A", "-o", "json").stdout)
     # Kubeflow Trainer's release runs beside it on the shared cluster, as on a cluster moving to v2.
     assert sorted((r["name"], r["namespace"], r["status"], r["chart"]) for r in listed) == [
         ("kubeflow-trainer", "kubeflow-system", "deployed", "kubeflow-trainer-2.3.0"),
         ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]
     # The test pod (curl against the operator's metrics Service) runs through the process kubelet.
-    tested = _helm(cluster, "test", "training-operator", "-n", "kubeflow")
+    tested = cluster.helm("test", "training-operator", "-n", "kubeflow")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Phase:          Succeeded" in tested.stdout

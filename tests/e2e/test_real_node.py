@@ -380,26 +380,19 @@ def test_an_image_the_registry_lacks_fails_as_a_pull_does_and_diagnose_names_it(
     assert f'failed to pull and unpack image "{absent}"' in text, text
 
 
-def helm(cluster, *args: str) -> subprocess.CompletedProcess:
-    from generator.controlplane import build
-
-    return subprocess.run([str(build.binary(build.HELM_BINARY)), *args], env=cluster.env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=400)
-
-
 def test_the_job_chart_installs_trains_upgrades_and_uninstalls_through_helm(cluster, tmp_path):
     """charts/pytorchjob with the helm CLI, as on any cluster: the release's job trains on the real
     node, upgrades in place, and uninstalling it takes its job and pods away."""
     values = tmp_path / "chart-values.yaml"
     cluster.cli("values", "--name", "chart", "--workers", "1", "--cpu", "300m", "--memory", "1Gi",
                 "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values), check=True)
-    done = helm(cluster, "install", "chart", "charts/pytorchjob", "-f", str(values), "-n", "default")
+    done = cluster.helm("install", "chart", "charts/pytorchjob", "-f", str(values), "-n", "default")
     assert done.returncode == 0, done.stderr
     waited = cluster.cli("wait", "chart", "--timeout", "300", timeout=400)
     assert waited.returncode == 0, waited.stderr + cluster.cli("diagnose", "chart").stdout
     core = cluster.core()
     assert "epoch 1/1: test accuracy" in core.read_namespaced_pod_log("chart-master-0", "default")
-    done = helm(cluster, "upgrade", "chart", "charts/pytorchjob", "-f", str(values), "-n", "default",
+    done = cluster.helm("upgrade", "chart", "charts/pytorchjob", "-f", str(values), "-n", "default",
                 "--set", "runPolicy.ttlSecondsAfterFinished=3600")
     assert done.returncode == 0, done.stderr
     from kubernetes import client
@@ -407,7 +400,7 @@ def test_the_job_chart_installs_trains_upgrades_and_uninstalls_through_helm(clus
     jobs = client.CustomObjectsApi(cluster.api())
     job = jobs.get_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", "chart")
     assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
-    assert helm(cluster, "uninstall", "chart", "-n", "default").returncode == 0
+    assert cluster.helm("uninstall", "chart", "-n", "default").returncode == 0
     wait_for(lambda: not core.list_namespaced_pod("default", label_selector="training.kubeflow.org/job-name=chart").items,
              120, "the release's pods to go")
     names = [j["metadata"]["name"] for j in jobs.list_namespaced_custom_object("kubeflow.org", "v1", "default",
@@ -510,7 +503,7 @@ def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(
 def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(cluster):
     """The chart's test pod curls the operator's metrics Service by name: CoreDNS gives its
     ClusterIP, and kube-proxy's rules in the node's namespace take it to the operator's pod."""
-    tested = helm(cluster, "test", "training-operator", "-n", "kubeflow")
+    tested = cluster.helm("test", "training-operator", "-n", "kubeflow")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Phase:          Succeeded" in tested.stdout
 

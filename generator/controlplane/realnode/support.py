@@ -12,6 +12,9 @@ from pathlib import Path
 
 from generator.controlplane.realnode import build
 
+# What runs the real node's pods, as `cluster up` and `cluster status` name it.
+RUNS = "kubelet, containerd, runc"
+
 
 @dataclass(frozen=True)
 class Machine:
