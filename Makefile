@@ -88,7 +88,7 @@ docs: venv
 	$(PY) -m tests.support.chartdoc charts/pytorchjob charts/pytorch-operator
 
 demo: venv
-	$(PY) -m generator values --name demo --workers 2 --cpu 1 --memory 1Gi --output-size 1Gi \
+	$(PY) -m generator values --name demo --workers 2 --cpu 500m --memory 1Gi --output-size 1Gi \
 		--arg=--dataset=digits --arg=--epochs=8 --arg=--threads=1 -o runs/demo-values.yaml
 	@echo "--- runs/demo-values.yaml"; cat runs/demo-values.yaml
 	$(PY) -m generator render runs/demo-values.yaml --release demo -o runs/demo-manifests.yaml

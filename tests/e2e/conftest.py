@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class LocalCluster:
 
         return client.CoreV1Api(self.api())
 
+    def claim_folder(self, claim: str, namespace: str = "default") -> Path:
+        """Where a bound claim's files are on this machine: its volume's folder, whatever path the
+        pods mounted it at (a container on the real node sees its own mount path)."""
+        core = self.core()
+        volume = core.read_namespaced_persistent_volume_claim(claim, namespace).spec.volume_name
+        return Path(core.read_persistent_volume(volume).spec.host_path.path)
+
     def operator_log(self) -> str:
         """The operator pod's log, read as `kubectl logs` reads it: through pods/log and the kubelet."""
         operator = json.loads((self.dir / "state.json").read_text())["operator"]
@@ -59,12 +67,11 @@ class LocalCluster:
         return "".join(self.core().read_namespaced_pod_log(p.metadata.name, operator["namespace"]) for p in pods)
 
 
-def start_cluster(tmp: Path, values: dict | None, node: list[str] = (), kind: str | None = "process") -> LocalCluster:
-    """`cluster up` with the `node` options, on the process node unless they name one (`--node`) or
-    `kind` is None (the node `cluster up` chooses): each module's node stays what it chose."""
+def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> LocalCluster:
+    """`cluster up` with the `node` options: on the node they name (`--node`), else the one `cluster
+    up` chooses (the real node where it can run); a module that needs the process node names it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    chosen = ["--node", kind] if kind and "--node" not in node else []
-    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *chosen, *node]
+    argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *node]
     if values is not None:  # beside the cluster's folder: `cluster up` takes only an empty one, or a cluster's
         given = tmp.with_name(f"{tmp.name}-operator-values.yaml")
         given.write_text(yaml.safe_dump(values))
@@ -81,6 +88,15 @@ def stop_cluster(cluster: LocalCluster) -> None:
     proc = subprocess.run([sys.executable, "-m", "generator", "cluster", "down", "--dir", str(cluster.dir)],
                           env=cluster.env, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
+
+
+def forget_images(cluster_dir: Path) -> None:
+    """A real node's containerd content and snapshots, once its cluster is down: gigabytes per
+    cluster (the trainer's image unpacked), not worth keeping beside its logs. None on the process node."""
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.realnode.config import Folders
+
+    shutil.rmtree(Folders.of(Layout(cluster_dir)).containerd / "root", ignore_errors=True)
 
 
 def leftover_processes(cluster_dir: Path) -> list[str]:
@@ -100,12 +116,12 @@ def leftover_processes(cluster_dir: Path) -> list[str]:
 
 
 # The cluster the modules share, started once per test process (most tests only add jobs and pods
-# of their own names or namespaces): the operator chart with leader election on, as test_operator
-# checks, a node offering one GPU, as test_kubelet's scheduling tests need, and Kubeflow Trainer
+# of their own names or namespaces), on the node `cluster up` chooses (the real node where it can
+# run): the operator chart with leader election on, as test_operator checks, and Kubeflow Trainer
 # v2.3.0 with JobSet beside the operator, which every TrainJob test goes through. A module that
 # overrides operator_values or node_options gets a cluster of its own for its module alone.
 SHARED_VALUES = {"leaderElection": True}
-SHARED_NODE = ["--gpus", "1", "--trainer"]
+SHARED_NODE = ["--trainer"]
 
 
 @pytest.fixture(scope="module")
@@ -121,14 +137,42 @@ def node_options() -> list[str] | None:
     return None
 
 
+def pull_trainer_image(cluster: LocalCluster) -> None:
+    """On the real node, the trainer's image pulled once before the tests (3 GB from the registry,
+    about a minute), as a CI job loads its images into a new cluster first: a test's wait then
+    measures its job, not the pull. The process node runs the trainer from this checkout."""
+    from kubernetes import client
+
+    from generator.controlplane import state
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.lifecycle import node_kind
+    from generator.images import trainer
+    from tests.support.waiting import wait_for
+
+    if node_kind(state.load(Layout(cluster.dir).state_file)) != "real":
+        return
+    core = client.CoreV1Api(cluster.api())
+    pod = {"metadata": {"name": "pull-trainer-image"},
+           "spec": {"restartPolicy": "Never", "containers": [
+               {"name": "pull", "image": f"{trainer.repository()}:{trainer.version()}", "command": ["true"]}]}}
+    core.create_namespaced_pod("default", pod)
+    try:
+        wait_for(lambda: core.read_namespaced_pod("pull-trainer-image", "default").status.phase == "Succeeded", 600,
+                 "the trainer's image to be pulled")
+    finally:
+        core.delete_namespaced_pod("pull-trainer-image", "default", grace_period_seconds=0)
+
+
 @pytest.fixture(scope="session")
 def shared_cluster(tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("shared"), SHARED_VALUES, SHARED_NODE)
     try:
+        pull_trainer_image(c)
         yield c
     finally:
         stop_cluster(c)
         assert leftover_processes(c.dir) == [], "cluster down left processes behind"
+        forget_images(c.dir)
 
 
 @pytest.fixture
@@ -159,3 +203,4 @@ def cluster(request, tmp_path_factory, operator_values, node_options):
     finally:
         stop_cluster(c)
         assert leftover_processes(c.dir) == [], "cluster down left processes behind"
+        forget_images(c.dir)

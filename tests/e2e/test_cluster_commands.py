@@ -14,7 +14,7 @@ from tests.support import MANIFESTS
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-# The process node runs these jobs for real: a short one, on data the trainer makes offline.
+# The node runs these jobs for real: a short one, on data the trainer makes offline.
 VALUES = ("job: {name: mnist}\noutput: {enabled: true}\ntopology: {workers: 2}\nresources: {requests: {cpu: 100m, memory: 128Mi}}\n"
           "args: [--dataset=digits, --epochs=1, --threads=1]\n")
 
@@ -99,8 +99,9 @@ def test_delete_with_the_claim_and_then_of_what_is_gone(cluster, ns, values_file
     cluster.cli("submit", values_file, "-n", ns, check=True)
     proc = cluster.cli("delete", "mnist", "-n", ns, "--with-pvc", check=True)
     assert proc.stdout.splitlines() == ["pytorchjob mnist deleted", "persistentvolumeclaim mnist-output deleted"]
-    # The API server finishes a deletion once the garbage collector has run.
-    wait_for(lambda: _job(cluster, ns) is None, 60, "the job's deletion to finish")
+    # The API server finishes a deletion once the garbage collector has run, which waits for the pods
+    # to end (on the real node, the kubelet gives a container that ignores SIGTERM its 30 s of grace).
+    wait_for(lambda: _job(cluster, ns) is None, 120, "the job's deletion to finish")
     assert _job(cluster, ns) is None
     pvc = _pvc(cluster, ns)
     assert pvc is None or pvc.metadata.deletion_timestamp  # protected until its pods are gone
@@ -228,15 +229,18 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
     assert proc.returncode == 1 and "rejected your credentials" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_cluster_up_again_refuses_an_image_the_running_node_was_not_started_with(cluster, tmp_path):
-    """The node's image map is kept in state.json as the node starts; `cluster up` reads it there."""
-    kept = json.loads((cluster.dir / "state.json").read_text())["node_options"]
-    assert kept["gpus"] == 1 and kept["images"]  # the operator chart's images, mapped by the node step
-    again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--gpus", "1", "--trainer", "--image",
-                        f"registry.example.com/ml/toy={tmp_path}")
+def test_cluster_up_again_with_a_process_node_option_names_the_running_node(cluster, tmp_path):
+    """A running cluster keeps its node: `--image` asks for the process node (or, on a running
+    process node, for an image it was started with), and the error says what to do instead."""
+    state = json.loads((cluster.dir / "state.json").read_text())
+    image = f"registry.example.com/ml/toy={tmp_path}"
+    again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--trainer", "--image", image)
     assert again.returncode == 1, again.stderr
-    assert (f"its node was started without --image registry.example.com/ml/toy={tmp_path}; a node's images are fixed "
-            "when it starts") in again.stderr
+    if state["node_options"]["kind"] == "real":
+        assert (f"and the cluster in {cluster.dir} runs the real node; run `python -m generator cluster down --dir "
+                f"{cluster.dir}` first for the process node") in again.stderr
+    else:  # where the real node cannot run (test_kubelet checks the process node's refusal everywhere)
+        assert f"its node was started without --image {image}" in again.stderr
 
 
 def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
@@ -315,7 +319,8 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     out, err = logs.communicate(timeout=120)
     assert logs.returncode == 0, err
     nodes = _lines_of(out)
-    assert set(nodes) == {"node-0-0", "node-0-1"}
+    # Rank 0 alone reports; node-0-1's lines are whatever its container printed besides (none from the trainer).
+    assert "node-0-0" in nodes and set(nodes) <= {"node-0-0", "node-0-1"}
     # torchrun made two ranks of two nodes, summing through gloo (the default)
     assert any("world size 2 (gloo, cpu)," in line for line in nodes["node-0-0"])
     assert any("test accuracy" in line for line in nodes["node-0-0"])
@@ -326,7 +331,7 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
     assert table.startswith(f"TrainJob mnist (namespace {ns}): Complete\n")
     one = _lines_of(cluster.cli("logs", "mnist", "-n", ns, "--replica", "node-0-1", check=True).stdout)
-    assert set(one) == {"node-0-1"}
+    assert set(one) <= {"node-0-1"}  # node-0-1's own log (rank 1 reports nothing of its own), never node-0-0's
     wrong = cluster.cli("logs", "mnist", "-n", ns, "--replica", "worker-0")
     assert wrong.returncode == 1 and "write node-0-INDEX, e.g. node-0-1" in wrong.stderr
 

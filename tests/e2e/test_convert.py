@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -45,9 +44,9 @@ def test_a_converted_job_passes_the_servers_dry_run_and_trains_as_its_v1_job_did
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("trainjob digits-ddp created\n") and "trainingruntime digits-ddp applied" in proc.stderr
     logs = cluster.cli("logs", "digits-ddp", "-n", ns, "--replica", "node-0-0", check=True).stdout
-    written = re.search(r"(\S+/metrics\.json)$", logs, re.M)  # where rank 0 wrote, on the claim's volume
-    assert written, logs[-2000:]
-    assert json.loads(Path(written.group(1)).read_text())["world_size"] == 2  # torchrun made two ranks of two nodes
+    assert re.search(r"\S+/metrics\.json$", logs, re.M), logs[-2000:]  # rank 0 wrote it, on the claim's volume
+    metrics = cluster.claim_folder("digits-output", ns) / "metrics.json"
+    assert json.loads(metrics.read_text())["world_size"] == 2  # torchrun made two ranks of two nodes
     # With the runtime now on the cluster, Trainer's webhooks admit the whole conversion
     again = cluster.cli("convert", str(DIGITS), "--to", "v2", "--accept", "--server", "-n", ns,
                         "-o", str(tmp_path / "again.yaml"), check=True)

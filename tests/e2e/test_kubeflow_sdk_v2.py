@@ -35,7 +35,7 @@ LAST_LINE = "epoch 1/1: test accuracy"
 def node_options() -> list[str]:
     # The SDK's training functions run on torch-distributed's pytorch/pytorch image: this machine's python here.
     # Six nodes at most at once: two jobs of 100m each, and the SDK's of one CPU each.
-    return ["--trainer", "--cpu", "4", "--image", "pytorch/pytorch=host"]
+    return ["--node", "process", "--trainer", "--cpu", "4", "--image", "pytorch/pytorch=host"]
 
 
 def sdk(cluster, *args: str) -> dict:

@@ -21,6 +21,13 @@ pytestmark = pytest.mark.e2e
 DIGITS = ["--arg=--dataset=digits", "--arg=--threads=1"]
 
 
+@pytest.fixture(scope="module")
+def node_options() -> list[str]:
+    # The process node's own module, on a cluster of its own (the shared one runs the node `cluster
+    # up` chooses): a node offering one GPU for the scheduling tests, and Trainer for the TrainJob ones.
+    return ["--node", "process", "--gpus", "1", "--trainer"]
+
+
 def values(cluster, tmp_path: Path, name: str, *options: str) -> Path:
     path = tmp_path / f"{name}.yaml"
     cluster.cli("values", "--name", name, "--cpu", "100m", "--memory", "256Mi", *options, "-o", str(path), check=True)
@@ -609,10 +616,141 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
     assert not Path(f"/proc/{pid}").exists()
 
 
+def test_cluster_up_again_refuses_an_image_the_running_node_was_not_started_with(cluster, tmp_path):
+    """The node's image map is kept in state.json as the node starts; `cluster up` reads it there."""
+    kept = json.loads((cluster.dir / "state.json").read_text())["node_options"]
+    assert kept["gpus"] == 1 and kept["images"]  # the operator chart's images, mapped by the node step
+    again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--gpus", "1", "--trainer", "--image",
+                        f"registry.example.com/ml/toy={tmp_path}")
+    assert again.returncode == 1, again.stderr
+    assert (f"its node was started without --image registry.example.com/ml/toy={tmp_path}; a node's images are fixed "
+            "when it starts") in again.stderr
+
+
+# --- securityContext: what the process node enforces itself ------------------------------------
+def _sh_pod(name: str, command: str, security: dict | None = None, pod_security: dict | None = None) -> dict:
+    container = {"name": "main", "image": "busybox", "command": ["sh", "-c", command]}
+    if security:
+        container["securityContext"] = security
+    spec = {"restartPolicy": "Never", "containers": [container], "terminationGracePeriodSeconds": 1}
+    if pod_security:
+        spec["securityContext"] = pod_security
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def delete(core, name: str) -> None:
+    from kubernetes.client import ApiException
+
+    try:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _phase(cluster, name: str) -> str:
+    return cluster.core().read_namespaced_pod(name, "default").status.phase
+
+
+def test_run_as_non_root_with_a_root_user_is_refused_as_on_a_cluster(cluster):
+    core = cluster.core()
+    core.create_namespaced_pod("default", _sh_pod("sec-root", "true", pod_security={"runAsNonRoot": True, "runAsUser": 0}))
+    try:
+        def waiting():
+            statuses = core.read_namespaced_pod("sec-root", "default").status.container_statuses or []
+            return statuses and statuses[0].state.waiting and statuses[0].state.waiting.reason
+        wait_for(lambda: waiting() == "CreateContainerConfigError", 60, "CreateContainerConfigError")
+        messages = [e.message for e in events(cluster, "sec-root")]
+        assert any("container's runAsUser breaks non-root policy" in m for m in messages), messages
+    finally:
+        delete(core, "sec-root")
+
+
+def test_a_container_reads_its_own_token_but_not_another_pods(cluster):
+    core = cluster.core()
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    core.create_namespaced_pod("default", _sh_pod("sec-a", "sleep 300"))
+    try:
+        wait_for(lambda: _phase(cluster, "sec-a") == "Running", 60, "sec-a to run")
+        uid = core.read_namespaced_pod("sec-a", "default").metadata.uid
+        other = cluster.dir / "kubelet" / "pods" / f"default_sec-a_{uid}"
+        theirs = next(other.glob("volumes/kube-api-access-*/token"))
+        core.create_namespaced_pod("default", _sh_pod(
+            "sec-b", f"test -s {token} && echo own-token-read; cat {theirs} >/dev/null 2>&1 && echo other-read || "
+                     "echo other-hidden; id -u",
+            security={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            pod_security={"runAsUser": 1000, "runAsNonRoot": True}))
+        wait_for(lambda: _phase(cluster, "sec-b") in ("Succeeded", "Failed"), 60, "sec-b to finish")
+        time.sleep(0.5)
+        assert log_of(cluster, "sec-b").split() == ["own-token-read", "other-hidden", "1000"]
+    finally:
+        for name in ("sec-a", "sec-b"):
+            delete(core, name)
+
+
+def test_an_exec_probe_runs_as_the_containers_user(cluster):
+    core = cluster.core()
+    pod = _sh_pod("sec-probe", "sleep 300", pod_security={"runAsUser": 1000, "runAsGroup": 1000})
+    pod["spec"]["containers"][0]["readinessProbe"] = {"exec": {"command": ["sh", "-c", 'test "$(id -u)" = 1000']},
+                                                      "periodSeconds": 1}
+    core.create_namespaced_pod("default", pod)
+    try:
+        wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in
+                             core.read_namespaced_pod("sec-probe", "default").status.conditions or []), 60,
+                 "the probe, run as uid 1000, to pass")
+    finally:
+        delete(core, "sec-probe")
+
+
+HELPERS = ("nsenter", "unshare", "sh", "mount", "mkdir", "touch", "setpriv", "env", "printf", "python3", "id", "true")
+
+
+def test_a_restricted_pod_gets_no_program_on_its_path_run_as_root(cluster):
+    """A pod PodSecurity `restricted` admits, whose PATH starts with a folder it could write (here
+    one of this machine's, made for the test): every program the node might look up there is a fake
+    that writes who ran it. Only the container's own program may run, as its user."""
+    import shutil
+    import tempfile
+
+    from kubernetes import client
+
+    core = cluster.core()
+    fakes = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="pjk-fakes-"))
+    namespace = "sec-restricted"
+    try:
+        fakes.chmod(0o777)
+        for name in HELPERS:
+            (fakes / name).write_text(f"#!/bin/sh\necho \"{name} $(/usr/bin/id -u)\" >> {fakes}/ran\n")
+            (fakes / name).chmod(0o755)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+            name=namespace, labels={"pod-security.kubernetes.io/enforce": "restricted"})))
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fakes", "namespace": namespace},
+               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                            "seccompProfile": {"type": "RuntimeDefault"}},
+                        "volumes": [{"name": "scratch", "emptyDir": {}}],
+                        "containers": [{"name": "main", "image": "busybox", "command": ["true"],
+                                        "env": [{"name": "PATH", "value": f"{fakes}:/usr/bin:/bin"}],
+                                        "volumeMounts": [{"name": "scratch", "mountPath": "/var/run/scratch"}],
+                                        "securityContext": {"allowPrivilegeEscalation": False,
+                                                            "capabilities": {"drop": ["ALL"]}}}]}}
+        core.create_namespaced_pod(namespace, pod)  # admitted: it meets `restricted`
+
+        def phase() -> str:
+            return core.read_namespaced_pod("fakes", namespace).status.phase
+
+        wait_for(lambda: phase() in ("Succeeded", "Failed"), 60, "the pod to finish")
+        assert phase() == "Succeeded"
+        assert (fakes / "ran").read_text() == "true 1000\n"  # its own program, as its user; no helper of the node's
+    finally:
+        core.delete_namespace(namespace, grace_period_seconds=0)
+        shutil.rmtree(fakes)
+
+
 # --- the operator's Helm release ---------------------------------------------------------------
 def test_the_operator_is_a_helm_release_whose_helm_test_passes_on_the_node(cluster):
     listed = json.loads(cluster.helm("list", "-A", "-o", "json").stdout)
-    # Kubeflow Trainer's release runs beside it on the shared cluster, as on a cluster moving to v2.
+    # Kubeflow Trainer's release runs beside it on this cluster, as on a cluster moving to v2.
     assert sorted((r["name"], r["namespace"], r["status"], r["chart"]) for r in listed) == [
         ("kubeflow-trainer", "kubeflow-system", "deployed", "kubeflow-trainer-2.3.0"),
         ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]

@@ -19,7 +19,8 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str]:
-    return ["--trainer", "--kueue", "--cpu", "4", "--kueue-quota", f"cpu={QUOTA_CPU}"]
+    # The process node, sized by --cpu as the README's Kueue example sizes it (one CPU per job's pod).
+    return ["--node", "process", "--trainer", "--kueue", "--cpu", "4", "--kueue-quota", f"cpu={QUOTA_CPU}"]
 
 
 def _values(cluster, tmp_path, name: str, queue: str, *more: str) -> str:

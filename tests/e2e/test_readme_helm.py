@@ -24,7 +24,7 @@ SECTION = README.split("## The job chart", 1)[1].split("\n## ", 1)[0]
 @pytest.fixture(scope="module")
 def node_options():
     # mnist.yaml asks for 2 CPUs in each of 3 pods: the node says it has 8, whatever this machine has.
-    return ["--no-operator", "--cpu", "8"]
+    return ["--node", "process", "--no-operator", "--cpu", "8"]
 
 
 def readme_commands() -> list[str]:

@@ -14,7 +14,7 @@ is OOM-killed by the kernel; and `cluster down` leaves no process, mount, cgroup
 or kernel setting behind, also after the supervisor was killed with SIGKILL.
 
 Its own clusters; `make e2e` builds the node where it can run. Each cluster's containerd holds
-what it pulled (the trainer's image: about 8 GB), removed after the module."""
+what it pulled (the trainer's image: about 5.5 GB unpacked), removed after the module."""
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +39,7 @@ from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders, ctr
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
-from tests.e2e.conftest import leftover_processes, start_cluster, stop_cluster
+from tests.e2e.conftest import forget_images, leftover_processes, start_cluster, stop_cluster
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
@@ -86,11 +86,6 @@ def left_on_machine(cluster_dir: Path) -> dict[str, list]:
 
 NOTHING_LEFT = {"processes": [], "mounts": [], "cgroups": [], "shim sockets": [], "log links": [],
                 "network namespaces": []}
-
-
-def forget_images(cluster_dir: Path) -> None:
-    """containerd's content and snapshots of a cluster that is down: gigabytes per cluster."""
-    shutil.rmtree(Folders.of(Layout(cluster_dir)).containerd / "root", ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -280,8 +275,7 @@ def test_your_own_image_loaded_into_the_registry_runs_the_userprojects_job_uncha
     held = default_registry().has(USER_IMAGE)
     assert held and f"/v2/registry.example.com/ml/toy/manifests/{held}" in log.asked()
     core = cluster.core()
-    volume = core.read_namespaced_persistent_volume_claim("toy-output", "default").spec.volume_name
-    result = json.loads((Path(core.read_persistent_volume(volume).spec.host_path.path) / "result.json").read_text())
+    result = json.loads((cluster.claim_folder("toy-output") / "result.json").read_text())
     assert result["world_size"] == 3
     assert "toy: 3 ranks (gloo, cpu), 160 points each" in core.read_namespaced_pod_log("toy-master-0", "default")
 
@@ -510,7 +504,7 @@ def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(c
 
 def test_cluster_up_without_node_runs_the_real_node_here_and_status_says_so(tmp_path_factory):
     """This machine has what the real node needs, so it is the node `cluster up` chooses."""
-    c = start_cluster(tmp_path_factory.mktemp("real-default"), None, ["--no-operator"], kind=None)
+    c = start_cluster(tmp_path_factory.mktemp("real-default"), None, ["--no-operator"])
     try:
         assert "node: real (kubelet, containerd, runc; --node process runs pods as processes of this machine)\n" in c.said
         assert json.loads(c.cli("cluster", "status", "--dir", str(c.dir), "--format", "json",

@@ -26,7 +26,7 @@ CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.
 def node_options() -> list[str]:
     # Kubeflow's cpu-demo runs 2 pods of 2 ranks each: 4 CPUs asked for in all.
     # The Kubeflow SDK's function-based jobs run on its pytorch/pytorch base image: this machine's python here.
-    return ["--cpu", "8", "--trainer", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
+    return ["--node", "process", "--cpu", "8", "--trainer", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
             "--image", "pytorch/pytorch=host"]
 
 

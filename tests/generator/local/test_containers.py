@@ -18,7 +18,7 @@ from tests.support.cli_helpers import run
 NETWORK = local_plan.Network("demo", "10.89.7.0/24")
 # The demo's values (`make demo`): 1 Master + 2 Workers of the trainer, the output claim on the Master.
 DEMO = {"job": {"name": "demo"}, "topology": {"workers": 2},
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
         "output": {"enabled": True, "size": "1Gi"}, "args": ["--dataset=digits", "--epochs=1", "--threads=1"]}
 
 

@@ -34,6 +34,8 @@ def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_imag
     images, runtime = plugins["io.containerd.cri.v1.images"], plugins["io.containerd.cri.v1.runtime"]
     assert images["snapshotter"] == "overlayfs"
     assert images["pinned_images"] == {"sandbox": build.PAUSE_IMAGE}
+    # Each cluster keeps an image once, unpacked: the registry on this machine has the blobs.
+    assert images["discard_unpacked_layers"] is True
     runc = runtime["containerd"]["runtimes"]["runc"]
     assert runtime["containerd"]["default_runtime_name"] == "runc"
     assert runc == {"runtime_type": "io.containerd.runc.v2",
