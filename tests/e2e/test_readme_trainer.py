@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):
     from generator.controlplane.kubelet import node_name
 
     workdir, env = shell
-    cluster_dir, cache = workdir / "cluster", paths.cache_dir()
+    cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()
     listed = steps(BLOCK)
     assert shlex.split(listed[0][0])[3:6] == ["cluster", "up", "--trainer"] and listed[-1][0].endswith("cluster down")
     try:
