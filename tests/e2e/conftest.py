@@ -25,6 +25,15 @@ class LocalCluster:
     env: dict
     said: str = ""  # what `cluster up` printed on stderr
 
+    @property
+    def node_kind(self) -> str:
+        """"real" or "process": the node this cluster was started with, as `cluster status` reports it."""
+        from generator.controlplane import state
+        from generator.controlplane.layout import Layout
+        from generator.controlplane.lifecycle import node_kind
+
+        return node_kind(state.load(Layout(self.dir).state_file))
+
     def cli(self, *args: str, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
         """`python -m generator ...` against this cluster, as a user's shell would run it."""
         proc = subprocess.run([sys.executable, "-m", "generator", *args], env=self.env, cwd=ROOT, capture_output=True,
@@ -133,7 +142,8 @@ def operator_values() -> dict | None:
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str] | None:
-    """`cluster up` options for the node (--cpu, --memory, --gpus, --no-operator); a module overrides this."""
+    """`cluster up` options for the node; a module overrides this (--no-operator, --trainer, ...; the process
+    node's --cpu, --memory, --gpus and --image with `--node process`)."""
     return None
 
 
@@ -141,24 +151,27 @@ def pull_trainer_image(cluster: LocalCluster) -> None:
     """On the real node, the trainer's image pulled once before the tests (3 GB from the registry,
     about a minute), as a CI job loads its images into a new cluster first: a test's wait then
     measures its job, not the pull. The process node runs the trainer from this checkout."""
-    from kubernetes import client
-
-    from generator.controlplane import state
-    from generator.controlplane.layout import Layout
-    from generator.controlplane.lifecycle import node_kind
     from generator.images import trainer
     from tests.support.waiting import wait_for
 
-    if node_kind(state.load(Layout(cluster.dir).state_file)) != "real":
+    if cluster.node_kind != "real":
         return
-    core = client.CoreV1Api(cluster.api())
+    core = cluster.core()
     pod = {"metadata": {"name": "pull-trainer-image"},
            "spec": {"restartPolicy": "Never", "containers": [
                {"name": "pull", "image": f"{trainer.repository()}:{trainer.version()}", "command": ["true"]}]}}
     core.create_namespaced_pod("default", pod)
+
+    def pulled() -> bool:
+        status = core.read_namespaced_pod("pull-trainer-image", "default").status
+        waiting = [s.state.waiting for s in status.container_statuses or [] if s.state.waiting]
+        # A failed pull does not end the pod: say why at once rather than wait out the test's timeout.
+        assert not [w for w in waiting if w.reason in ("ErrImagePull", "ImagePullBackOff")], waiting
+        return status.phase == "Succeeded"
+
     try:
-        wait_for(lambda: core.read_namespaced_pod("pull-trainer-image", "default").status.phase == "Succeeded", 600,
-                 "the trainer's image to be pulled")
+        # Within pytest-timeout's 300 s for the first test's setup, `cluster up` included.
+        wait_for(pulled, 240, "the trainer's image to be pulled")
     finally:
         core.delete_namespaced_pod("pull-trainer-image", "default", grace_period_seconds=0)
 
@@ -171,8 +184,9 @@ def shared_cluster(tmp_path_factory):
         yield c
     finally:
         stop_cluster(c)
-        assert leftover_processes(c.dir) == [], "cluster down left processes behind"
-        forget_images(c.dir)
+        left = leftover_processes(c.dir)
+        forget_images(c.dir)  # gigabytes, whatever the check below finds
+        assert left == [], "cluster down left processes behind"
 
 
 @pytest.fixture
@@ -202,5 +216,6 @@ def cluster(request, tmp_path_factory, operator_values, node_options):
         yield c
     finally:
         stop_cluster(c)
-        assert leftover_processes(c.dir) == [], "cluster down left processes behind"
-        forget_images(c.dir)
+        left = leftover_processes(c.dir)
+        forget_images(c.dir)  # gigabytes, whatever the check below finds
+        assert left == [], "cluster down left processes behind"

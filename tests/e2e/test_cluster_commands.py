@@ -232,11 +232,10 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
 def test_cluster_up_again_with_a_process_node_option_names_the_running_node(cluster, tmp_path):
     """A running cluster keeps its node: `--image` asks for the process node (or, on a running
     process node, for an image it was started with), and the error says what to do instead."""
-    state = json.loads((cluster.dir / "state.json").read_text())
     image = f"registry.example.com/ml/toy={tmp_path}"
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--trainer", "--image", image)
     assert again.returncode == 1, again.stderr
-    if state["node_options"]["kind"] == "real":
+    if cluster.node_kind == "real":
         assert (f"and the cluster in {cluster.dir} runs the real node; run `python -m generator cluster down --dir "
                 f"{cluster.dir}` first for the process node") in again.stderr
     else:  # where the real node cannot run (test_kubelet checks the process node's refusal everywhere)
@@ -265,7 +264,7 @@ def test_kubectl_of_the_same_release_works_with_the_kubeconfig(cluster, ns, valu
 
 # A Trainer v2 TrainJob through the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 controllers of
 # the shared cluster: Trainer makes the JobSet, JobSet the node Job and headless Service, the Job
-# controller the pods that the process node runs; each writes its own status.
+# controller the pods that the node runs; each writes its own status.
 V2_VALUES = ("target: v2\njob: {name: mnist}\ntopology: {workers: 1}\n"
              "output: {enabled: true, mountOn: all, accessModes: [ReadWriteMany]}\n"
              "resources: {requests: {cpu: 100m, memory: 128Mi}}\nargs: [--dataset=digits, --epochs=1, --threads=1]\n")
@@ -331,7 +330,9 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
     assert table.startswith(f"TrainJob mnist (namespace {ns}): Complete\n")
     one = _lines_of(cluster.cli("logs", "mnist", "-n", ns, "--replica", "node-0-1", check=True).stdout)
-    assert set(one) <= {"node-0-1"}  # node-0-1's own log (rank 1 reports nothing of its own), never node-0-0's
+    # Only that the pod's log is node-0-1's, never node-0-0's: rank 1 reports nothing of its own (on the
+    # process node, what this machine's Python warns about comes through).
+    assert set(one) <= {"node-0-1"}
     wrong = cluster.cli("logs", "mnist", "-n", ns, "--replica", "worker-0")
     assert wrong.returncode == 1 and "write node-0-INDEX, e.g. node-0-1" in wrong.stderr
 

@@ -33,6 +33,9 @@ def test_a_converted_job_passes_the_servers_dry_run_and_trains_as_its_v1_job_did
     v1 = cluster.cli("submit", str(DIGITS), "-n", ns, "--wait", "--timeout", "600", check=True)
     assert "pytorchjob digits-ddp created" in v1.stdout
     cluster.cli("delete", "digits-ddp", "-n", ns, check=True)
+    metrics = cluster.claim_folder("digits-output", ns) / "metrics.json"
+    assert json.loads(metrics.read_text())["world_size"] == 2  # a Master and a Worker
+    metrics.unlink()  # what the TrainJob writes below is its own
 
     converted = tmp_path / "digits-v2.yaml"
     proc = cluster.cli("convert", str(DIGITS), "--to", "v2", "--accept", "--server", "-n", ns, "-o", str(converted))
@@ -45,7 +48,6 @@ def test_a_converted_job_passes_the_servers_dry_run_and_trains_as_its_v1_job_did
     assert proc.stdout.startswith("trainjob digits-ddp created\n") and "trainingruntime digits-ddp applied" in proc.stderr
     logs = cluster.cli("logs", "digits-ddp", "-n", ns, "--replica", "node-0-0", check=True).stdout
     assert re.search(r"\S+/metrics\.json$", logs, re.M), logs[-2000:]  # rank 0 wrote it, on the claim's volume
-    metrics = cluster.claim_folder("digits-output", ns) / "metrics.json"
     assert json.loads(metrics.read_text())["world_size"] == 2  # torchrun made two ranks of two nodes
     # With the runtime now on the cluster, Trainer's webhooks admit the whole conversion
     again = cluster.cli("convert", str(DIGITS), "--to", "v2", "--accept", "--server", "-n", ns,

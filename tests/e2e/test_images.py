@@ -533,7 +533,7 @@ def test_the_demo_job_runs_as_containers_of_the_trainer_image_as_uid_1000(engine
     Master by its name, writing the model to the claim's folder as the pod's user."""
     job = f"demo-{os.getpid()}"
     values = tmp_path / "demo-values.yaml"
-    made = generator("values", "--name", job, "--workers", "2", "--cpu", "1", "--memory", "1Gi", "--output-size", "1Gi",
+    made = generator("values", "--name", job, "--workers", "2", "--cpu", "500m", "--memory", "1Gi", "--output-size", "1Gi",
                      "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", "-o", str(values))
     assert made.returncode == 0, made.stderr
     proc = generator("run", str(values), "--container", "--run-dir", str(tmp_path / "run"), timeout=900)

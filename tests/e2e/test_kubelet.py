@@ -1,6 +1,8 @@
-"""The process kubelet: the node of `generator cluster up`. Jobs go through the real API server,
-scheduler and operator, and train here as processes; what the node does is read back from the
-API server, the way kubectl would see it."""
+"""The process kubelet: the node of `generator cluster up --node process` (and where the real node
+cannot run), on a cluster of this module's own. Jobs go through the real API server, scheduler and
+operator, and train here as processes; what the node does is read back from the API server, the way
+kubectl would see it. With the securityContext it enforces itself (a root user refused, another
+pod's token hidden, probes run as the user, no helper of the node's run from a pod's PATH)."""
 from __future__ import annotations
 
 import json
@@ -63,11 +65,6 @@ def delete_job(cluster, name: str) -> None:
     except client.ApiException as exc:
         assert exc.status == 404
     wait_for(lambda: not pods(cluster, name), 120, f"the pods of {name} to go")
-
-
-def output_folder(cluster, claim: str, namespace: str = "default") -> Path:
-    pvc = cluster.core().read_namespaced_persistent_volume_claim(claim, namespace)
-    return Path(cluster.core().read_persistent_volume(pvc.spec.volume_name).spec.host_path.path)
 
 
 def log_of(cluster, pod: str, container: str | None = None, namespace: str = "default", **options) -> str:
@@ -143,7 +140,7 @@ def demo(cluster, tmp_path_factory):
 def test_the_demo_job_trains_and_succeeds_through_the_real_operator(cluster, demo):
     assert demo.returncode == 0, demo.stderr
     assert "pytorchjob demo succeeded" in demo.stdout + demo.stderr
-    folder = output_folder(cluster, "demo-output")
+    folder = cluster.claim_folder("demo-output")
     assert folder.is_relative_to(cluster.dir)
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["world_size"] == 3 and metrics["final_accuracy"] >= 0.85
@@ -285,7 +282,7 @@ def test_a_killed_trainjob_node_ends_as_generator_run_ends_it(cluster, tmp_path)
 
         restarts = subprocess.run([str(build.binary("kubectl")), "get", "jobset", name, "-o",
                                    "jsonpath={.status.restarts}"], env=cluster.env, capture_output=True, text=True)
-        remote = json.loads((output_folder(cluster, f"{name}-output") / "metrics.json").read_text())
+        remote = json.loads((cluster.claim_folder(f"{name}-output") / "metrics.json").read_text())
     finally:
         delete_job(cluster, name)
     code, local = _run_locally_and_kill_worker(path, {**cluster.env, "PYTHONPATH": str(ROOT)}, tmp_path / "run",

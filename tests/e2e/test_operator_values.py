@@ -10,24 +10,24 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
-from generator.images import engine
+from generator import paths
 from tests.support import ROOT
 
 pytestmark = pytest.mark.e2e
 NAMESPACE = "ai-platform"
-REPOSITORY, TAG = "registry.example.com/mirror/training-operator", "v1-93c5489"
-# The image the chart names by default, which this machine made for the registry.
-CHART_IMAGE = f"ghcr.io/kubeflow/training-v1/training-operator:{TAG}"
+# The image the chart names by default, which this machine made for the registry, and the user's mirror of it.
+CHART_IMAGE = yaml.safe_load((paths.OPERATOR_CHART / "values.yaml").read_text())["image"]
+REPOSITORY, TAG = "registry.example.com/mirror/training-operator", CHART_IMAGE["tag"]
 
 
 @pytest.fixture(scope="module")
 def operator_values():
-    # A platform team copies the operator's image into its own registry (skopeo copy, crane copy);
-    # here, the image this machine made, named as the mirror names it and loaded into the registry
-    # before `cluster up`, as a user would load their own.
-    engine.get(say=lambda line: None).run("tag", CHART_IMAGE, f"{REPOSITORY}:{TAG}")
-    done = subprocess.run([sys.executable, "-m", "generator", "image", "load", f"{REPOSITORY}:{TAG}"],
+    # A platform team copies the operator's image into its own registry (skopeo copy, crane copy); here,
+    # the image this machine made, loaded into the registry under the mirror's name before `cluster up`.
+    done = subprocess.run([sys.executable, "-m", "generator", "image", "load",
+                           f"{CHART_IMAGE['repository']}:{TAG}", "--as", f"{REPOSITORY}:{TAG}"],
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr

@@ -15,7 +15,7 @@ from tests.e2e import test_readme_cluster as readme_cluster
 from tests.e2e.test_readme_cluster import README, same_words, steps
 from tests.support.samples import mismatch
 
-shell = readme_cluster.shell  # the same clone's folder and shell, a cluster under its tmp_path
+shell = readme_cluster.shell  # the same clone's folder and shell, the cluster in a short folder of its own
 
 pytestmark = pytest.mark.e2e
 

@@ -30,20 +30,11 @@ def node_options() -> list[str]:
             "--image", "pytorch/pytorch=host"]
 
 
-def claim_folder(cluster, ns: str, claim: str):
-    """The folder the local storage provisioner gave the claim."""
-    from pathlib import Path
-
-    core = cluster.core()
-    volume = core.read_namespaced_persistent_volume_claim(claim, ns).spec.volume_name
-    return Path(core.read_persistent_volume(volume).spec.host_path.path)
-
-
 def test_the_pytorchjob_trains_through_the_operator_and_writes_its_result(cluster, ns):
     proc = cluster.cli("submit", "tests/userproject/pytorchjob.yaml", "-n", ns, "--wait", timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "pytorchjob toy succeeded" in proc.stdout + proc.stderr
-    result = json.loads((claim_folder(cluster, ns, "toy-output") / "result.json").read_text())
+    result = json.loads((cluster.claim_folder("toy-output", ns) / "result.json").read_text())
     assert result["world_size"] == 3
     logs = cluster.cli("logs", "toy", "-n", ns, "--replica", "master-0", check=True).stdout
     assert "master-0 | toy: 3 ranks (gloo, cpu), 160 points each" in logs
@@ -69,7 +60,7 @@ def test_the_trainjob_runs_every_node_through_torchrun(cluster, ns):
     proc = cluster.cli("submit", "tests/userproject/trainjob.yaml", "-n", ns, "--wait", "--timeout", "600", timeout=660)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("trainjob toy-v2 created\n")
-    result = json.loads((claim_folder(cluster, ns, "toy-v2-output") / "result.json").read_text())
+    result = json.loads((cluster.claim_folder("toy-v2-output", ns) / "result.json").read_text())
     assert result["world_size"] == 2
 
 
