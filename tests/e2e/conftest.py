@@ -99,6 +99,18 @@ def stop_cluster(cluster: LocalCluster) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def _real_node_cannot() -> str | None:
+    from generator.controlplane.realnode import support
+
+    return support.why_not(support.Machine.read())
+
+
+# For the modules that need the real node: skipped where `cluster up` would fall back to the process
+# node, for the reason it would give.
+REAL_NODE_CANNOT = _real_node_cannot()
+needs_real_node = pytest.mark.skipif(bool(REAL_NODE_CANNOT), reason=f"the real node cannot run here: {REAL_NODE_CANNOT}")
+
+
 def forget_images(cluster_dir: Path) -> None:
     """A real node's containerd content and snapshots, once its cluster is down: gigabytes per
     cluster (the trainer's image unpacked), not worth keeping beside its logs. None on the process node."""

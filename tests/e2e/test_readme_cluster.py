@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.controlplane.realnode import support
+from tests.e2e.conftest import needs_real_node
 from tests.support import ROOT
 from tests.support.samples import mismatch
 
@@ -25,8 +25,7 @@ BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
 MACHINE_STATE = ("building ", "registry serving on ")
 # The real node, which the block runs as a bare `cluster up` chooses it: where it cannot run, `cluster
 # up` says so and falls back, and the block's output is not the README's.
-CANNOT = support.why_not(support.Machine.read())
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bool(CANNOT), reason=f"the real node cannot run here: {CANNOT}")]
+pytestmark = [pytest.mark.e2e, needs_real_node]
 
 # The README's own words for what differs on every machine.
 README_CLUSTER = "/home/me/pytorchjob-kit/.cache/cluster"

@@ -34,20 +34,19 @@ import pytest
 from generator.controlplane import network
 from generator.controlplane.layout import Layout
 from generator.controlplane.network import NETNS_DIR
-from generator.controlplane.realnode import host, kernel, netns, oci, support
+from generator.controlplane.realnode import host, kernel, netns, oci
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders, ctr
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
-from tests.e2e.conftest import forget_images, leftover_processes, start_cluster, stop_cluster
+from tests.e2e.conftest import forget_images, leftover_processes, needs_real_node, start_cluster, stop_cluster
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
-CANNOT = support.why_not(support.Machine.read())
 pytestmark = [
     pytest.mark.e2e,
     # Where `cluster up` would fall back to the process node, for the reason it would give.
-    pytest.mark.skipif(bool(CANNOT), reason=f"the real node cannot run here: {CANNOT}"),
+    needs_real_node,
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
 ]
 PROBE = "localhost/pytorchjob-kit/probe:1"
