@@ -74,7 +74,7 @@ def command() -> None:
                    "on this machine; built on first use, needs root, writable cgroups, iptables, runc and the CNI "
                    "plugins (installed from Debian's packages when missing). process: pods run as processes of this "
                    "machine (the process kubelet). Default: real where it can run and no process-node option "
-                   "(--cpu, --memory, --gpus, --image) is given, else process, saying why on stderr; a running "
+                   "(--cpu, --memory, --gpus, --image REPO=host) is given, else process, saying why on stderr; a running "
                    "cluster keeps its node.")
 @click.option("--trainer", is_flag=True,
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
@@ -108,8 +108,8 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         raise click.UsageError("-f gives values for the operator release, which --no-operator leaves out")
     process_only = support.process_only(cpu, memory, gpus, dict(aliases))
     if node_kind == "real" and process_only:
-        fix = ("put yours into the registry on this machine (`python -m generator image load IMAGE`) before "
-               "`cluster up`, or use --node process" if aliases else
+        fix = ("lay your folder over an image instead (`--image REPO:TAG=DIR[:PATH]`), put your own image into the "
+               "registry on this machine (`python -m generator image load IMAGE`), or use --node process" if aliases else
                "drop them, and lower the jobs' requests where they do not fit (or use --node process)")
         raise click.UsageError(f"{process_only}: {fix}")
     if kueue_quota and not kueue:
@@ -119,8 +119,12 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
                                        process_only, lambda install: lifecycle.real_node_cannot(layout, install, _say))
     if line:
         _say(line)
+    from generator.container.programs import by_repository
+
+    # The real node pulls each REPO:TAG from the registry; the process node's programs stand for every tag.
+    images = dict(aliases) if kind == "real" else by_repository(aliases)
     state = lifecycle.up(layout, values_file, timeout, say=_say,
-                         node=NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, kind),
+                         node=NodeOptions(cpu, memory, gpus, images, pod_security, kind),
                          operator=operator,
                          trainer=trainer, kueue=kueue, kueue_quota=kueue_quota)
     from generator.controlplane import build

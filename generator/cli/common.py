@@ -50,13 +50,16 @@ def image_option(fn):
     """--image REPO=host|DIR[:PATH]|KNOWN: the same image map for `cluster up` and `run`."""
     from generator.container.programs import CODE_PATH
 
-    return click.option("--image", "aliases", multiple=True, metavar="REPO=host|DIR[:PATH]|KNOWN", callback=_aliases,
-                        help="What images of REPO (no tag) are on this machine; repeatable. `host`: your own code, its "
-                             "command run by this machine's python, torchrun, bash and sh on this machine's files. "
-                             "DIR[:PATH]: the same, and the folder DIR is what the image holds at PATH (default: the "
-                             f"container's workingDir, else {CODE_PATH}), so {CODE_PATH}/train.py is DIR/train.py and "
-                             "the container starts in DIR. KNOWN: a copy of a known image (your build or mirror of "
-                             "the trainer).")(fn)
+    return click.option("--image", "aliases", multiple=True, metavar="REPO[:TAG]=host|DIR[:PATH]|KNOWN", callback=_aliases,
+                        help="What images of REPO are here; repeatable. `run` and the process node take every tag of "
+                             "REPO: `host`, your own code, its command run by this machine's python, torchrun, bash and "
+                             "sh on this machine's files; DIR[:PATH], the same, and the folder DIR is what the image "
+                             f"holds at PATH (default: the container's workingDir, else {CODE_PATH}), so "
+                             f"{CODE_PATH}/train.py is DIR/train.py and the container starts in DIR; KNOWN, a copy of a "
+                             "known image (your build or mirror of the trainer). The real node pulls REPO:TAG (default "
+                             "latest) from the registry on this machine, which `cluster up` gives DIR laid over REPO:TAG "
+                             "from your engine's store, else over the torch runtime image, or a copy of KNOWN; `host` "
+                             "needs the process node.")(fn)
 
 
 CHARTS = ("pytorchjob", "pytorch-operator")

@@ -65,7 +65,7 @@ def registry_up(variant: str, quiet: bool) -> None:
 
     reg = registry.start(say=_say)
     for name in chart_images.seed(reg, say=_say, show=None if quiet else _say, variant=variant):
-        click.echo(f"holds {name}")
+        click.echo(f"holds {reg.address}/{name}")
     click.echo(f"registry: {reg.address} (client certificate folder: {reg.certs})")
 
 

@@ -25,11 +25,13 @@ from generator.cli.common import image_option, namespace_option, release_option,
 def command(file, release, namespace, run_dir, dry_run, aliases, target, container) -> None:
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
+    from generator.container.programs import by_repository
     from generator.errors import UserError
     from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
 
+    aliases = by_repository(aliases)  # this machine's programs stand for every tag of REPO
     loaded = source.read(file, release, namespace, target)
     objects, kind = loaded.objects, loaded.kind
     name = loaded.job["metadata"]["name"]

@@ -210,9 +210,12 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
              f"{', '.join(known_repositories)}")
     if not sep or not repo or not target:
         raise ValueError(f"{value!r}: {forms}")
-    if repository(repo) != repo:
-        raise ValueError(f"{value!r}: REPO is an image's repository, without tag or digest: "
-                         f"write {repository(repo)}={target}")
+    head, colon, tag = repo.rpartition(":")
+    name, tag = (head, tag) if colon and "/" not in tag else (repo, "")
+    if "@" in repo or repository(name) != name:
+        fixed = repository(repo) + (f":{tag}" if tag and "@" not in repo else "")
+        raise ValueError(f"{value!r}: REPO is an image's repository, with a tag or without, never a digest, and "
+                         f"Docker Hub's names short: write {fixed}={target}")
     if target in known_repositories or target == USER_HOST:
         return repo, target
     folder, at = split_code(target)
@@ -226,6 +229,11 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
                              f"machine; use the folder the image keeps its code in, such as {CODE_PATH}")
         at = _absolute(at)
     return repo, str(where.resolve()) + (f":{at}" if at else "")
+
+
+def by_repository(aliases: Mapping[str, str]) -> dict[str, str]:
+    """`--image` as the process node and `run` read it: each REPO[:TAG] stands for every tag of REPO."""
+    return {repository(ref): target for ref, target in aliases.items()}
 
 
 def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None,

@@ -10,7 +10,10 @@ upstream name, so the charts install unchanged from it:
   when any of the pod's search domains lacks the name (alpine 3.10's busybox 1.30 does not), so the
   operator's Workers would wait for their Master forever; and the cluster's kubectl with an `apk`
   that finds it, for Trainer's runtimes installer (`apk add kubectl`);
-- curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl.
+- curlimages/curl (the operator chart's `helm test` pod) as the Debian base with curl;
+- pytorch/pytorch (Trainer's torch-distributed runtime, which its runtimes installer applies) as the
+  trainer's image without its entrypoint: the same torch (2.13.0, constraints.txt), Python, bash and
+  torchrun, working in a /workspace its user (1000, not upstream's root) may write to.
 
 The names come from rendering the charts with their default values (Trainer's and Kueue's with the
 values `cluster up --trainer` and `--kueue` install them with), never from a list kept here."""
@@ -23,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from generator import helm, paths
 from generator.controlplane import build, kubelet, kueue_release, registry, trainer_release
 from generator.errors import UserError
@@ -34,6 +39,7 @@ NONROOT = "65532:65532"
 STAND_IN_PROGRAMS = ("busybox", "dash", "nslookup")  # the alpine stand-in's, from Debian's packages
 ALPINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # as alpine's image sets it
 CURL_USER = "100:101"  # curlimages/curl's curl_user
+TORCH_REPOSITORY = "docker.io/pytorch/pytorch"
 
 
 def _images(objects) -> list[str]:
@@ -54,6 +60,13 @@ def _images(objects) -> list[str]:
                 walk(item)
 
     walk(objects)
+    for obj in objects:  # what a ConfigMap carries for a Job to apply (Trainer's runtimes installer)
+        if isinstance(obj, dict) and obj.get("kind") == "ConfigMap":
+            for text in (obj.get("data") or {}).values():
+                try:
+                    walk(list(yaml.safe_load_all(text)))
+                except yaml.YAMLError:
+                    continue  # not YAML: names no image
     return found
 
 
@@ -79,7 +92,7 @@ def named() -> dict[str, str]:
 class Made:
     """How one named image is made here."""
     name: str
-    kind: str  # trainer, binary, busybox or curl
+    kind: str  # trainer, binary, busybox, curl or torch
     binary: str = ""  # kind binary: which built binary is its /manager
 
 
@@ -106,6 +119,8 @@ def plan(images: dict[str, str]) -> list[Made]:
             out.append(Made(image, "busybox"))
         elif repo == "docker.io/curlimages/curl":
             out.append(Made(image, "curl"))
+        elif repo == TORCH_REPOSITORY:
+            out.append(Made(image, "torch"))
         else:
             raise UserError(f"{image}, which the chart {images[image]} names, has no recipe here: say how it is made "
                             f"in {Path(__file__).relative_to(paths.ROOT)}")
@@ -142,12 +157,17 @@ DOCKERFILES = {
                'CMD ["/bin/sh"]\n',
     "curl": 'ARG BASE\nFROM ${BASE}\nRUN apt-get update && apt-get install -y --no-install-recommends curl '
             f'&& rm -rf /var/lib/apt/lists/*\nUSER {CURL_USER}\nENTRYPOINT ["curl"]\n',
+    # The SDKs' commands (bash -c writing a function's source to a file in the working folder, then
+    # torchrun or python) and upstream's WORKDIR; the trainer's user, never root.
+    "torch": 'ARG BASE\nFROM ${BASE}\nUSER root\nRUN mkdir -p /workspace && chown 1000:1000 /workspace\n'
+             'USER 1000:1000\nWORKDIR /workspace\nENTRYPOINT []\nCMD ["bash"]\n',
 }
 
 
-def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show) -> str:
+def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show, trainer_image: str = "") -> str:
     """The local name of the image `made` stands for (not the trainer's: images/trainer.py builds
-    that, with its variant), built now if the store lacks it up to date."""
+    that, with its variant; the torch image is built FROM `trainer_image`), built now if the store
+    lacks it up to date."""
     dockerfile_text = DOCKERFILES[made.kind]
     args: dict[str, str] = {}
     stamp = dockerfile_text
@@ -158,7 +178,7 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show)
         stamp += "".join(hashlib.sha256(Path(shutil.which(p)).read_bytes()).hexdigest() for p in STAND_IN_PROGRAMS)
         stamp += str(binaries["kubectl"]) + kubelet.APK  # kubectl's folder is named by what it is built from
     else:
-        args["BASE"] = base.ensure(eng, say, show)
+        args["BASE"] = trainer_image if made.kind == "torch" else base.ensure(eng, say, show)
         stamp += eng.image_id(args["BASE"]) or ""
     with tempfile.TemporaryDirectory(dir=engine_.folder(), prefix=".context-") as tmp:
         context = Path(tmp)
@@ -194,22 +214,24 @@ def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
     binaries = build.ensure(say, groups=sorted(groups))
     builds: dict[str, str] = {}  # variant asked -> the trainer's image built for it
     local: dict[str, str] = {}
+    def trainer_build(wanted: str) -> str:
+        if wanted not in builds:
+            builds[wanted] = base.qualified(trainer.build(wanted, say, show)[0])
+        return builds[wanted]
+
     for m in made:
         if m.kind == "trainer":
             # The CUDA name holds the CUDA build alone; the CPU one holds `variant`'s build, which is the CUDA
             # build where only that can be made here (it runs on the CPU too).
-            wanted = "gpu" if m.name.endswith("-cuda") else variant
-            if wanted not in builds:
-                builds[wanted] = base.qualified(trainer.build(wanted, say, show)[0])
-            local[m.name] = builds[wanted]
+            local[m.name] = trainer_build("gpu" if m.name.endswith("-cuda") else variant)
         else:
-            local[m.name] = _made(eng, m, binaries, say, show)
+            local[m.name] = _made(eng, m, binaries, say, show, trainer_build(variant) if m.kind == "torch" else "")
     return local
 
 
-def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") -> list[str]:
+def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") -> dict[str, str]:
     """Make what the registry should hold (once per machine) and push what it lacks; the names it
-    holds, as `address/name`."""
+    holds them under -> their local images."""
     import fcntl
 
     local = prepare(say, show, variant)
@@ -221,4 +243,4 @@ def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") ->
             if registry.push(reg, eng, ref, name, say) and ref != name and ref.endswith("-cuda"):
                 say(f"{name}: the CPU build cannot be made here; the registry holds the CUDA build {ref} under this "
                     "name too (it runs on the CPU)")
-    return [f"{reg.address}/{name}" for name in local]
+    return local

@@ -103,6 +103,15 @@ def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | N
     return reason
 
 
+def _publish(images: dict[str, str], say) -> None:
+    """The registry's images, made once per machine like the binaries, and pushed with the real
+    node's `--image` ones: before the timeout."""
+    from generator.controlplane import chart_images, registry, user_images
+
+    reg = registry.start(say=say)
+    user_images.publish(reg, images, chart_images.seed(reg, say=say), say)
+
+
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
        operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
     current = running(layout)
@@ -117,7 +126,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         if kueue and not current.kueue:
             raise UserError(f"the cluster in {layout.root} runs without Kueue; run `python -m generator cluster down`, "
                             "then `cluster up --kueue`")
-        same_images(layout, current, (node or NodeOptions()).images)
+        if current.node_options and current.node_options.kind == "real":
+            _publish((node or NodeOptions()).images, say)  # pulled anew: the node's map is the registry
+        else:
+            same_images(layout, current, (node or NodeOptions()).images)
         return current
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
@@ -134,10 +146,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         raise UserError(str(exc)) from None
     layout.create()  # first: only the user's own cluster folder has its leftovers removed
     build.ensure(say)
-    from generator.controlplane import chart_images, registry
-
-    # The registry's images, made once per machine like the binaries, and pushed: before the timeout.
-    chart_images.seed(registry.start(say=say), say=say)
+    _publish(node.images if real else {}, say)  # the process node runs no image: its map stays its own
     if real:
         from generator.controlplane.realnode import build as real_build
 

@@ -3,9 +3,6 @@ build this machine has, or the job's image with a folder laid over it for `--ima
 the `--image` mappings refused under --container because they would run this machine's programs."""
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 from generator.errors import UserError
 from generator.images import engine as engine_
 from generator.local.plan import Plan
@@ -36,28 +33,15 @@ def refuse_aliases(aliases: dict[str, str] | None, trainer: str) -> tuple[dict[s
 
 
 def layer(eng: engine_.Engine, base: str, target: str, workdir: str | None, repo: str, say=print) -> str:
-    """`--image REPO=DIR[:PATH]` under --container: a thin image, the job's image `base` with the
-    folder DIR copied to PATH (default: the container's workingDir, else the code path) and work
-    starting there, as the process runner starts in DIR. Built in seconds, once per change of DIR
-    or of the base; the local name it runs as."""
-    import hashlib
-
+    """`--image REPO=DIR[:PATH]` under --container: the job's image `base` with DIR laid over it at
+    PATH (default: the container's workingDir, else the code path); the local name it runs as."""
     from generator.container import programs
-    from generator.images import recipe
+    from generator.images import layer as layer_
 
     folder, at = programs.split_code(target)
     at = at or workdir or programs.CODE_PATH
-    base_id = eng.image_id(base) or ""
-    name = re.sub(r"[^a-z0-9._-]+", "-", repo.lower()).strip("-._") or "image"
-    tag = f"localhost/pytorchjob-kit-layer/{name}:{hashlib.sha256(target.encode()).hexdigest()[:12]}"
-    home = engine_.folder() / "layers"
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    dockerfile = home / f"{tag.rsplit(':', 1)[1]}.Containerfile"
-    text = f"FROM {base_id}\nCOPY . {at}\nWORKDIR {at}\n"
-    if not dockerfile.is_file() or dockerfile.read_text() != text:
-        dockerfile.write_text(text)
-    job = recipe.Recipe(tag, dockerfile, Path(folder), fix=f"the lines above say why; fix {folder} and run again")
-    if recipe.ensure(eng, job, base_id):
+    tag, built = layer_.build(eng, base, folder, at, repo)
+    if built:
         say(f"note: {base} runs as {tag}: {folder} laid over it at {at}")
     return tag
 

@@ -93,7 +93,8 @@ def test_the_registry_holds_every_image_the_charts_name(registry):
     named = chart_images.named()
     assert {"ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489", "docker.io/library/alpine:3.10",
             "docker.io/curlimages/curl:8.10.1", "ghcr.io/pytorchjob-kit/trainer:0.1.0",
-            "ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda"} <= set(named)
+            "ghcr.io/pytorchjob-kit/trainer:0.1.0-cuda",
+            "docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime"} <= set(named)  # in Trainer's runtimes installer
     assert any(n.startswith("ghcr.io/kubeflow/trainer/trainer-controller-manager:") for n in named)
     assert any("/jobset/jobset:" in n for n in named)
     assert any("/kueue/kueue:" in n for n in named)  # the chart `cluster up --kueue` installs
@@ -132,7 +133,11 @@ def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(regist
                                                    "kubectl version --client"], "",
      "OK: kubectl already here (no network to install from)\n/usr/bin/nslookup\n/bin/busybox\nClient Version: v"),
     ("docker.io/curlimages/curl:8.10.1", ["--version"], "100:101", "Protocols:"),
-], ids=["training-operator", "trainer-controller", "jobset", "kueue", "alpine", "curl"])
+    # Trainer's torch-distributed runtime: the SDK's `bash -c` writes a function to the working folder and runs it.
+    ("docker.io/pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime",
+     ["bash", "-c", "pwd && id -u && touch f.py && torchrun --help >/dev/null && python -c 'import torch; print(torch.__version__)'"],
+     "1000:1000", "/workspace\n1000\n2.13.0"),
+], ids=["training-operator", "trainer-controller", "jobset", "kueue", "alpine", "curl", "torch"])
 def test_the_charts_images_run_what_they_stand_for(engine, registry, image, argv, user, expected):
     config = json.loads(engine.run("image", "inspect", image).stdout)[0]["Config"]
     assert config.get("User", "") == user

@@ -33,9 +33,9 @@ LAST_LINE = "epoch 1/1: test accuracy"
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str]:
-    # The SDK's training functions run on torch-distributed's pytorch/pytorch image: this machine's python here.
-    # Six nodes at most at once: two jobs of 100m each, and the SDK's of one CPU each.
-    return ["--node", "process", "--trainer", "--cpu", "4", "--image", "pytorch/pytorch=host"]
+    # The SDK's training functions run on torch-distributed's pytorch/pytorch image, which the registry on this
+    # machine holds as the trainer's Python and torch. Two jobs of two 100m nodes, then the SDK's of two 500m nodes.
+    return ["--trainer"]
 
 
 def sdk(cluster, *args: str) -> dict:
@@ -105,7 +105,7 @@ def test_the_sdk_deletes_a_trainjob_from_submit(cluster, jobs):
 def test_a_training_function_sent_through_the_sdk_completes_and_the_generators_commands_read_it(cluster, jobs):
     """`TrainerClient().train(trainer=CustomTrainer(func=...), runtime="torch-distributed")`: the
     SDK names the job, writes the function's source from a heredoc and starts it with torchrun on
-    pytorch/pytorch, two nodes of one CPU each."""
+    pytorch/pytorch, two nodes of half a CPU each."""
     sent = sdk(cluster, "train")
     name = sent["name"]
     assert (sent["status"], sent["nodes"], sent["runtime"]) == ("Complete", 2, "torch-distributed")

@@ -1,7 +1,7 @@
 """Your own code on the local cluster: tests/userproject's manifests, unchanged, through the real
-API server and operator, on a node that knows their image as the project's folder (`cluster up
---image REPO=DIR`). The node mounts the folder read-only at /workspace in each container's own
-mount namespace, where the manifests name their script.
+API server and operator, on the real node, which pulls their image from the registry on this
+machine: `cluster up --image REPO:TAG=DIR` lays the project's folder over the torch runtime image at
+/workspace, where the manifests name their script, and pushes it there as REPO:TAG.
 
 The TrainJob goes through the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 (`cluster up
 --trainer`)."""
@@ -19,15 +19,16 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.e2e
 PROJECT = ROOT / "tests" / "userproject"
 IMAGE = "registry.example.com/ml/toy"
+SDK_BASE = "pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"  # the Kubeflow training SDK's PYTORCHJOB_BASE_IMAGE
 CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.yaml"
 
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str]:
-    # Kubeflow's cpu-demo runs 2 pods of 2 ranks each: 4 CPUs asked for in all.
-    # The Kubeflow SDK's function-based jobs run on its pytorch/pytorch base image: this machine's python here.
-    return ["--node", "process", "--cpu", "8", "--trainer", "--image", f"{IMAGE}={PROJECT}", "--image", f"pytorch-cpu={PROJECT}",
-            "--image", "pytorch/pytorch=host"]
+    # The project's folder laid over the torch runtime image, as the manifests' tag and as Kubeflow's
+    # cpu-demo names its image; the Kubeflow SDK's base image for function-based jobs a copy of the trainer's.
+    return ["--trainer", "--image", f"{IMAGE}:1.0={PROJECT}", "--image", f"pytorch-cpu:py3.8={PROJECT}",
+            "--image", f"{SDK_BASE}=ghcr.io/pytorchjob-kit/trainer"]
 
 
 def test_the_pytorchjob_trains_through_the_operator_and_writes_its_result(cluster, ns):
@@ -65,7 +66,7 @@ def test_the_trainjob_runs_every_node_through_torchrun(cluster, ns):
 
 
 def test_kubeflows_cpu_demo_runs_unchanged(cluster, ns):
-    """`torchrun demo.py` in the image's folder: the container starts inside the node's mount."""
+    """`torchrun demo.py` in the image's folder: the container starts in the folder laid over the image."""
     if not CPU_DEMO.is_file():
         pytest.skip(f"{CPU_DEMO} is absent: Kubeflow's cpu-demo example comes from ../shared")
     proc = cluster.cli("submit", str(CPU_DEMO), "-n", ns, "--wait", timeout=600)
@@ -74,7 +75,7 @@ def test_kubeflows_cpu_demo_runs_unchanged(cluster, ns):
     assert "master-0 | toy: 4 ranks (gloo, cpu), 120 points each" in logs
 
 
-def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_host(cluster, ns):
+def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_a_copy_of_the_trainers(cluster, ns):
     """The SDK's `create_job(train_func=...)`: `bash -c` writing the function's source from a heredoc
     to a temporary file, then `torchrun` it, on `docker.io/pytorch/pytorch`."""
     import os
@@ -95,17 +96,19 @@ def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_host(cluster
     assert n % 2 == 0 and int(ranks.group(2)) == n * (n + 1) // 2
 
 
-def test_an_image_the_node_does_not_know_is_a_pull_failure_that_names_both_ways_to_map_it(cluster, ns, tmp_path):
+def test_an_image_the_registry_lacks_is_a_real_pull_failure_whose_fix_names_both_ways_to_put_it_there(cluster, ns,
+                                                                                                       tmp_path):
     documents = list(yaml.safe_load_all((PROJECT / "pytorchjob.yaml").read_text()))
     job = documents[1]
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
-        spec["template"]["spec"]["containers"][0]["image"] = "registry.example.com/ml/unmapped:2.0"
+        spec["template"]["spec"]["containers"][0]["image"] = "registry.example.com/ml/toy:2.0"  # a tag not put there
     (tmp_path / "unmapped.yaml").write_text(yaml.safe_dump_all(documents))
     cluster.cli("submit", str(tmp_path / "unmapped.yaml"), "-n", ns, check=True)
     def pulls():
         found = json.loads(cluster.cli("diagnose", "toy", "-n", ns, "--format", "json").stdout or "[]")
         return [f for f in found if f["reason"] in ("ErrImagePull", "ImagePullBackOff")]
 
-    failed = wait_for(pulls, 120, "the node to refuse the image")
-    assert "pass `--image registry.example.com/ml/unmapped=host`" in failed[0]["message"]
-    assert "`--image registry.example.com/ml/unmapped=DIR[:PATH]`" in failed[0]["message"]
+    failed = wait_for(pulls, 120, "the node to fail the pull")
+    assert "registry.example.com/ml/toy:2.0" in failed[0]["message"]  # containerd's own words
+    assert "`python -m generator image load registry.example.com/ml/toy:2.0`" in failed[0]["fix"]
+    assert "`python -m generator cluster up --image registry.example.com/ml/toy:2.0=DIR[:PATH]`" in failed[0]["fix"]

@@ -60,7 +60,7 @@ def train(sdk) -> dict:
     from kubeflow_sdk import sum_of_ranks  # the v1 SDK's training function (this folder): one source for both
 
     name = sdk.train(runtime="torch-distributed", trainer=CustomTrainer(
-        func=sum_of_ranks, num_nodes=2, resources_per_node={"cpu": 1, "memory": "2Gi"}))  # torchrun and a torch rank
+        func=sum_of_ranks, num_nodes=2, resources_per_node={"cpu": "500m", "memory": "2Gi"}))  # torchrun and a torch rank
     sdk.wait_for_job_status(name, timeout=600, polling_interval=2)
     return {"name": name, **read(sdk, name)}
 

@@ -14,7 +14,7 @@ import yaml
 from generator.controlplane import components, pki
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, dns, netns
+from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, build, dns, netns
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 from generator.controlplane.realnode.netns import NodeNetwork
 
@@ -237,7 +237,7 @@ def kubelet(node: RealNode) -> components.Component:
     return components.Component("kubelet", [
         str(build.path(build.KUBELET)), f"--config={f.kubelet_config}", f"--kubeconfig={kubeconfig}",
         f"--root-dir={f.kubelet}", f"--cert-dir={f.kubelet / 'pki'}", f"--hostname-override={node.name}",
-        f"--node-ip={node.address}",
+        f"--node-ip={node.address}", f"--node-labels={NODE_LABEL}={NODE_LABEL_VALUE}",
     ], files={f.kubelet_config: kubelet_config(node),
               kubeconfig: components.kubeconfig(cp.server, cp.ca, *cp.cert(node.client_stem))})
 

@@ -98,8 +98,10 @@ def why_not(machine: Machine) -> str | None:
 def process_only(cpu: str | None, memory: str | None, gpus: int, images: dict[str, str]) -> str | None:
     """What in `cluster up`'s options only the process node takes, said as the reason the real node
     does not; None when nothing."""
-    if images:
-        return "--image maps images to programs of the process node; the real node runs images"
+    hosted = sorted(ref for ref, target in images.items() if target == "host")
+    if hosted:
+        return (f"--image {hosted[0]}=host runs your code with this machine's python, which only the process node "
+                "does; the real node runs images")
     sized = [flag for flag, given in (("--cpu", cpu), ("--memory", memory), ("--gpus", gpus)) if given]
     if sized:
         verb = "size" if len(sized) > 1 else "sizes"

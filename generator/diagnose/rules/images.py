@@ -13,6 +13,15 @@ IMAGE = f"{value('image.repository')}, {value('image.tag')} or {value('image.dig
 PULL_SECRETS = value("image.pullSecrets")
 
 
+def _on_this_machine(shot: Snapshot, pod: dict) -> bool:
+    """Whether the pod's node is the local cluster's real node (`cluster up`)."""
+    from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE
+
+    node = (pod.get("spec") or {}).get("nodeName")
+    return any(n["metadata"]["name"] == node and (n["metadata"].get("labels") or {}).get(NODE_LABEL) == NODE_LABEL_VALUE
+               for n in shot.nodes or [])
+
+
 def images(shot: Snapshot) -> Iterator[Diagnosis]:
     for pod in shot.pods:
         for status in statuses(pod):
@@ -23,6 +32,11 @@ def images(shot: Snapshot) -> Iterator[Diagnosis]:
             if status["name"] == shot.job_kind.init_container:
                 fix = (f"the operator's init container image {image} cannot be pulled here: mirror it and set the "
                        f"operator chart's {INIT_IMAGE} (an image with `nslookup`, as alpine has)")
+            elif _on_this_machine(shot, pod):
+                fix = (f"the local cluster's node pulls from the registry on this machine, which lacks {image}: put it "
+                       f"there with `python -m generator image load {image}` (from your engine's store or an archive, "
+                       f"--as to rename), or lay your code over an image with `python -m generator cluster up --image "
+                       f"{image}=DIR[:PATH]`; else check {IMAGE}")
             else:
                 fix = f"check {IMAGE} (now {image}); for a private registry set {PULL_SECRETS}"
             yield Diagnosis(ERROR, f"Pod/{pod_name(pod)}", waiting["reason"],

@@ -26,9 +26,11 @@ from tests.support.waiting import wait_for
                                 "ghcr.io/pytorchjob-kit/trainer"),
     (["--image", "my/trainer=my/other"], "'my/trainer=my/other': my/other is not a folder here, nor a known image; "
                                          "write REPO=host"),
-    (["--image", "my/trainer:1.0=host"], "REPO is an image's repository, without tag or digest: write my/trainer=host"),
+    (["--image", "docker.io/my/trainer:1.0=host"], "REPO is an image's repository, with a tag or without, never a "
+                                                  "digest, and Docker Hub's names short: write my/trainer:1.0=host"),
     (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
-     "--image maps images to programs of the process node; the real node runs images"),
+     "--image my/trainer=host runs your code with this machine's python, which only the process node "
+     "does; the real node runs images"),
     (["--node", "real", "--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and "
                                        "memory as its kubelet measures them"),
     (["--node", "real", "--memory", "8Gi", "--gpus", "1"], "--memory and --gpus size the process node"),
@@ -73,7 +75,8 @@ def test_up_in_a_folder_too_deep_for_the_real_nodes_sockets_falls_back_to_the_pr
     (["--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and memory as its "
                      "kubelet measures them"),
     (["--gpus", "1", "--memory", "4Gi"], "--memory and --gpus size the process node; the real node offers"),
-    (["--image", "my/trainer=host"], "--image maps images to programs of the process node; the real node runs images"),
+    (["--image", "my/trainer=host"], "--image my/trainer=host runs your code with this machine's python, which only "
+                                     "the process node does; the real node runs images"),
 ])
 def test_an_option_only_the_process_node_takes_chooses_it_saying_so(tmp_path, args, reason):
     code, out, err = run("cluster", "up", *args, "-f", MISSING, "--dir", str(tmp_path / "cluster"))

@@ -132,6 +132,10 @@ def test_a_folder_is_what_the_image_holds_at_path_else_at_its_working_dir_else_w
     (tmp_path / "proj").mkdir()
     assert programs.mapping("toy=proj", KNOWN) == ("toy", str(tmp_path / "proj"))  # made absolute: the node runs elsewhere
     assert programs.mapping("toy=proj:/opt/app/", KNOWN) == ("toy", f"{tmp_path / 'proj'}:/opt/app")
+    # A tag is the real node's to build; the process node's programs stand for every tag of the repository.
+    tagged = dict([programs.mapping("toy:1.0=proj", KNOWN), programs.mapping("localhost:5000/ml/bert=host", KNOWN)])
+    assert tagged == {"toy:1.0": str(tmp_path / "proj"), "localhost:5000/ml/bert": "host"}
+    assert programs.by_repository(tagged) == {"toy": str(tmp_path / "proj"), "localhost:5000/ml/bert": "host"}
     plain = programs.resolve("toy:1", {"toy": str(tmp_path / "proj")})
     at = programs.resolve("toy:1", {"toy": f"{tmp_path / 'proj'}:/opt/app"})
     assert plain.code_at({}) == ("/workspace", tmp_path / "proj")
@@ -157,7 +161,9 @@ def test_a_working_dir_that_picks_where_the_code_mounts_is_checked_as_a_path_wou
 @pytest.mark.parametrize(("value", "says"), [
     ("toy", "write REPO=host (your own code, run by this machine's python), REPO=DIR[:PATH]"),
     ("toy=", "write REPO=host"),
-    ("toy:1.0=host", "REPO is an image's repository, without tag or digest: write toy=host"),
+    ("toy@sha256:0123=host", "REPO is an image's repository, with a tag or without, never a digest, and Docker Hub's "
+                             "names short: write toy=host"),
+    ("docker.io/library/toy:1.0=host", "write toy:1.0=host"),
     ("docker.io/library/toy=host", "write toy=host"),
     ("toy=no-such-folder", "no-such-folder is not a folder here, nor a known image; write REPO=host"),
     ("toy=.:/", "PATH / would hide"),

@@ -64,8 +64,9 @@ def test_gcc_is_needed_only_while_the_sandbox_image_is_unbuilt():
     ({"cpu": "4"}, "--cpu sizes the process node; the real node offers this machine's CPUs and memory as its kubelet "
                    "measures them"),
     ({"memory": "8Gi", "gpus": 1}, "--memory and --gpus size the process node;"),
-    ({"gpus": 1, "images": {"my/trainer": "host"}}, "--image maps images to programs of the process node; the real "
-                                                    "node runs images"),
+    ({"gpus": 1, "images": {"my/trainer": "host"}}, "--image my/trainer=host runs your code with this "
+                                                    "machine's python, which only the process node does"),
+    ({"images": {"my/trainer:1.0": "/home/me/project"}}, None),  # a folder is laid over an image the node pulls
 ])
 def test_the_options_only_the_process_node_takes_are_the_reason_for_it(options, reason):
     said = support.process_only(options.get("cpu"), options.get("memory"), options.get("gpus", 0),
