@@ -32,12 +32,12 @@ def torch_image(local: dict[str, str]) -> str:
     return next(image for name, image in local.items() if split(name)[0] == chart_images.TORCH_REPOSITORY)
 
 
-def known_image(local: dict[str, str], known: str) -> str:
+def known_image(local: dict[str, str], ref: str, known: str) -> str:
     """The local image of the known repository `known` (a chart image's repository) as the registry holds it."""
     for name, image in local.items():
         if programs.repository(split(name)[0]) == programs.repository(known):
             return image
-    raise UserError(f"--image ...={known}: the registry on this machine holds no image of {known}; name one of "
+    raise UserError(f"--image {ref}={known}: the registry on this machine holds no image of {known}; name one of "
                     f"{', '.join(sorted({programs.repository(split(n)[0]) for n in local}))}, or a folder")
 
 
@@ -60,7 +60,7 @@ def publish(reg: registry.Registry, images: dict[str, str], local: dict[str, str
                 under = f"your image {name}" if own else f"{over} (the trainer's Python and torch)"
                 say(f"{name}: {folder} laid over {under} at {at}")
         else:
-            image = known_image(local, target)
+            image = known_image(local, ref, target)
         registry.push(reg, eng, image, name, say)
         held.append(name)
     return held
