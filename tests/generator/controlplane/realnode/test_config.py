@@ -98,7 +98,7 @@ def test_the_kubelet_registers_as_its_node_with_the_node_certificate(node):
     assert flags == {"config": str(root / "node" / "kubelet-config.yaml"),
                      "kubeconfig": str(root / "kubeconfigs" / "kubelet.yaml"), "root-dir": str(root / "node" / "kubelet"),
                      "cert-dir": str(root / "node" / "kubelet" / "pki"), "hostname-override": "box",
-                     "node-ip": "10.244.7.1"}
+                     "node-ip": "10.244.7.1", "node-labels": "pytorchjob-kit/node=real"}  # diagnose knows its pulls
     kubeconfig = yaml.safe_load(kubelet.files[root / "kubeconfigs" / "kubelet.yaml"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.244.7.1:6443"
     # The certificates step issues kubelet-<node> as system:node:<node> in system:nodes.
