@@ -159,40 +159,44 @@ def node_options() -> list[str] | None:
     return None
 
 
-def pull_trainer_image(cluster: LocalCluster) -> None:
-    """On the real node, the trainer's image pulled once before the tests (3 GB from the registry,
-    about a minute), as a CI job loads its images into a new cluster first: a test's wait then
-    measures its job, not the pull. The process node runs the trainer from this checkout."""
+def trainer_image() -> str:
     from generator.images import trainer
+
+    return f"{trainer.repository()}:{trainer.version()}"
+
+
+def pull_images(cluster: LocalCluster, images: list[str], within: float = 240) -> None:
+    """On the real node, `images` pulled once before the tests (the trainer's is 3 GB from the
+    registry, about a minute), as a CI job loads its images into a new cluster first: a test's wait
+    then measures its job, not the pull. The process node runs no image."""
     from tests.support.waiting import wait_for
 
     if cluster.node_kind != "real":
         return
     core = cluster.core()
-    pod = {"metadata": {"name": "pull-trainer-image"},
+    pod = {"metadata": {"name": "pull-images"},
            "spec": {"restartPolicy": "Never", "containers": [
-               {"name": "pull", "image": f"{trainer.repository()}:{trainer.version()}", "command": ["true"]}]}}
+               {"name": f"pull-{i}", "image": image, "command": ["true"]} for i, image in enumerate(images)]}}
     core.create_namespaced_pod("default", pod)
 
     def pulled() -> bool:
-        status = core.read_namespaced_pod("pull-trainer-image", "default").status
+        status = core.read_namespaced_pod("pull-images", "default").status
         waiting = [s.state.waiting for s in status.container_statuses or [] if s.state.waiting]
         # A failed pull does not end the pod: say why at once rather than wait out the test's timeout.
         assert not [w for w in waiting if w.reason in ("ErrImagePull", "ImagePullBackOff")], waiting
         return status.phase == "Succeeded"
 
     try:
-        # Within pytest-timeout's 300 s for the first test's setup, `cluster up` included.
-        wait_for(pulled, 240, "the trainer's image to be pulled")
+        wait_for(pulled, within, f"{', '.join(images)} to be pulled")
     finally:
-        core.delete_namespaced_pod("pull-trainer-image", "default", grace_period_seconds=0)
+        core.delete_namespaced_pod("pull-images", "default", grace_period_seconds=0)
 
 
 @pytest.fixture(scope="session")
 def shared_cluster(tmp_path_factory):
     c = start_cluster(tmp_path_factory.mktemp("shared"), SHARED_VALUES, SHARED_NODE)
     try:
-        pull_trainer_image(c)
+        pull_images(c, [trainer_image()])  # within pytest-timeout's 300 s for the first test, `cluster up` included
         yield c
     finally:
         stop_cluster(c)

@@ -13,10 +13,12 @@ import re
 import pytest
 import yaml
 
+from tests.e2e.conftest import pull_images
 from tests.support import REFERENCE, ROOT
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+# A cluster of its own, whose first pod pulls a 3 GB image: each test's own waits are up to 600 s.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 PROJECT = ROOT / "tests" / "userproject"
 IMAGE = "registry.example.com/ml/toy"
 SDK_BASE = "pytorch/pytorch:2.1.2-cuda11.8-cudnn8-runtime"  # the Kubeflow training SDK's PYTORCHJOB_BASE_IMAGE
@@ -29,6 +31,12 @@ def node_options() -> list[str]:
     # cpu-demo names its image; the Kubeflow SDK's base image for function-based jobs a copy of the trainer's.
     return ["--trainer", "--image", f"{IMAGE}:1.0={PROJECT}", "--image", f"pytorch-cpu:py3.8={PROJECT}",
             "--image", f"{SDK_BASE}=ghcr.io/pytorchjob-kit/trainer"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pulled(cluster):
+    """The project's image in the node before the first job, which then waits for training alone."""
+    pull_images(cluster, [f"{IMAGE}:1.0"], within=600)
 
 
 def test_the_pytorchjob_trains_through_the_operator_and_writes_its_result(cluster, ns):
