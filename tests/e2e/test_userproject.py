@@ -120,3 +120,26 @@ def test_an_image_the_registry_lacks_is_a_real_pull_failure_whose_fix_names_both
     assert "registry.example.com/ml/toy:2.0" in failed[0]["message"]  # containerd's own words
     assert "`python -m generator image load registry.example.com/ml/toy:2.0`" in failed[0]["fix"]
     assert "`python -m generator cluster up --image registry.example.com/ml/toy:2.0=DIR[:PATH]`" in failed[0]["fix"]
+
+
+def test_cluster_up_again_lays_a_changed_folder_over_the_image_and_new_pods_of_latest_run_it(cluster, ns, tmp_path):
+    """The edit-and-rerun loop on the real node: `cluster up --image` on the running cluster builds
+    and pushes again, and `latest` is pulled for each new pod (imagePullPolicy Always)."""
+    from tests.support.waiting import wait_for
+
+    core = cluster.core()
+    said = []
+    for i, text in enumerate(["first", "second"]):
+        (tmp_path / "message.txt").write_text(text + "\n")
+        up = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--image", f"registry.example.com/ml/edit={tmp_path}",
+                         check=True, timeout=300)
+        assert f"registry.example.com/ml/edit:latest: {tmp_path} laid over " in up.stderr
+        assert "at /workspace" in up.stderr
+        pod = {"metadata": {"name": f"edit-{i}"}, "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "cat", "image": "registry.example.com/ml/edit", "command": ["cat", "message.txt"]}]}}
+        core.create_namespaced_pod(ns, pod)
+        name = f"edit-{i}"
+        wait_for(lambda name=name: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"), 240,
+                 "the pod to run")
+        said.append(core.read_namespaced_pod_log(name, ns))
+    assert said == ["first\n", "second\n"]
