@@ -71,7 +71,7 @@ def command() -> None:
               help="Install charts/pytorch-operator as the Helm release training-operator; without it, `helm install` it yourself.")
 @click.option("--node", "node_kind", type=click.Choice(["real", "process"]),
               help="real: the kubelet, containerd, runc and kube-proxy run pods from images, pulled from the registry "
-                   "on this machine; built on first use, needs root, writable cgroups, iptables, runc and the CNI "
+                   "on this machine; built on first use, needs root, writable cgroups, runc, iptables and the CNI "
                    "plugins (installed from Debian's packages when missing). process: pods run as processes of this "
                    "machine (the process kubelet). Default: real where it can run and no process-node option "
                    "(--cpu, --memory, --gpus, --image REPO=host) is given, else process, saying why on stderr; a running "

@@ -79,8 +79,8 @@ def choose_node(asked: str | None, running: str | None = None, where: Path | Non
 
 def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | None:
     """Why the real node cannot run on this machine (for the cluster in `layout`, whose folder must
-    hold its sockets), with what to change; None when it can. With `install`, runc and the CNI
-    plugins are installed here when missing, as the node's start would, and a failed install is the
+    hold its sockets), with what to change; None when it can. With `install`, runc, iptables and
+    the CNI plugins are installed here when missing, as the node's start would, and a failed install is the
     reason."""
     from generator.controlplane.realnode import build as real_build
     from generator.controlplane.realnode import config as real_config
@@ -98,7 +98,7 @@ def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | N
             real_build.host_packages(say)
         except UserError as exc:
             failed = str(exc).splitlines()[0].rstrip(":")
-            reason = (f"the real node needs runc and the CNI plugins, and installing them failed ({failed}): install "
+            reason = (f"the real node needs runc, iptables and the CNI plugins, and installing them failed ({failed}): install "
                       f"{' and '.join(real_build.PACKAGES)} yourself")
     return reason
 
@@ -127,7 +127,8 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
             raise UserError(f"the cluster in {layout.root} runs without Kueue; run `python -m generator cluster down`, "
                             "then `cluster up --kueue`")
         if current.node_options and current.node_options.kind == "real":
-            _publish((node or NodeOptions()).images, say)  # pulled anew: the node's map is the registry
+            if node and node.images:
+                _publish(node.images, say)  # pulled anew: the node's map is the registry
         else:
             same_images(layout, current, (node or NodeOptions()).images)
         return current

@@ -39,11 +39,12 @@ PAUSE_IMAGE = f"localhost/pytorchjob-kit/pause:{PAUSE_TAG}"
 PAUSE_ARCHIVE = "pause.oci.tar"
 PAUSE_USER = "65535:65535"
 # Debian's packages for what the node takes from the machine: runc (crun refuses hybrid cgroups),
-# and the CNI plugins the bridge network needs.
+# the CNI plugins the bridge network needs, and iptables for kube-proxy's Service rules.
 RUNC_PATHS = [Path("/usr/sbin/runc"), Path("/usr/bin/runc")]
+IPTABLES_PATHS = [Path("/usr/sbin/iptables"), Path("/sbin/iptables")]
 CNI_DIRS = [Path("/usr/lib/cni"), Path("/opt/cni/bin")]
 CNI_PLUGINS = ["bridge", "host-local", "loopback", "portmap"]
-PACKAGES = ["runc", "containernetworking-plugins"]
+PACKAGES = ["runc", "containernetworking-plugins", "iptables"]
 
 
 def containerd_version() -> str:
@@ -105,34 +106,41 @@ def runc() -> Path | None:
     return Path(found) if found else next((p for p in RUNC_PATHS if p.is_file()), None)
 
 
+def iptables() -> Path | None:
+    found = shutil.which("iptables")
+    return Path(found) if found else next((p for p in IPTABLES_PATHS if p.is_file()), None)
+
+
 def cni_dir() -> Path | None:
     return next((d for d in CNI_DIRS if all((d / p).is_file() for p in CNI_PLUGINS)), None)
 
 
 def host_packages(say=print) -> tuple[Path, Path]:
-    """runc and the CNI plugins' folder, installed from Debian's packages when missing (as root)."""
-    if runc() and cni_dir():
+    """runc and the CNI plugins' folder, installed from Debian's packages with iptables when any is
+    missing (as root)."""
+    if runc() and cni_dir() and iptables():
         return runc(), cni_dir()
     command = f"apt-get update && apt-get install -y {' '.join(PACKAGES)}"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise UserError(f"the real node needs runc and the CNI plugins {', '.join(CNI_PLUGINS)} (in one of "
+        raise UserError(f"the real node needs runc, iptables and the CNI plugins {', '.join(CNI_PLUGINS)} (in one of "
                         f"{', '.join(map(str, CNI_DIRS))}); install them as root: `{command}`, or use `--node process`")
-    say(f"installing runc and the CNI plugins from Debian's packages, as root: {command}")
+    say(f"installing runc, iptables and the CNI plugins from Debian's packages, as root: {command}")
     for argv in (["apt-get", "update"], ["apt-get", "install", "-y", *PACKAGES]):
         proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         if proc.returncode != 0:
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
             raise UserError(f"`{' '.join(argv)}` failed:\n{tail}\ninstall {' and '.join(PACKAGES)} yourself, or use "
                             "`--node process`")
-    if not (runc() and cni_dir()):
-        raise UserError(f"{' and '.join(PACKAGES)} are installed but runc or the CNI plugins {', '.join(CNI_PLUGINS)} "
-                        f"are not where the node looks ({', '.join(map(str, RUNC_PATHS + CNI_DIRS))})")
+    if not (runc() and cni_dir() and iptables()):
+        raise UserError(f"{' and '.join(PACKAGES)} are installed but runc, iptables or the CNI plugins "
+                        f"{', '.join(CNI_PLUGINS)} are not where the node looks "
+                        f"({', '.join(map(str, RUNC_PATHS + IPTABLES_PATHS + CNI_DIRS))})")
     return runc(), cni_dir()
 
 
 def ensure(say=print) -> dict[str, Path]:
     """Build what is missing (waiting on a lock per group for another process building it) and
-    install runc and the CNI plugins when missing; return each built file's path."""
+    install runc, iptables and the CNI plugins when missing; return each built file's path."""
     host_packages(say)
     todo = [g for g in GROUPS if not _built(g)]
     if todo and not shutil.which("go"):

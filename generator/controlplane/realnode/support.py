@@ -2,7 +2,7 @@
 and `cluster build` take it where it can run and fall back to the process node where it cannot
 (lifecycle.choose_node). Each check is a pure function of `Machine`, what `Machine.read` finds here,
 so each reason can be given without the machine that has it. A check only reads: runc and the CNI
-plugins count as there when the node's build would install them (build.host_packages)."""
+plugins and iptables count as there when the node's build would install them (build.host_packages)."""
 from __future__ import annotations
 
 import os
@@ -24,7 +24,7 @@ class Machine:
     cni: bool  # the CNI plugins the bridge network needs, in one folder
     apt_get: bool
     cgroups: tuple[tuple[Path, bool], ...]  # each mounted hierarchy, and whether it is writable
-    iptables: bool
+    iptables: bool  # kube-proxy's, on PATH or where Debian puts it
     gcc: bool
     pause_built: bool  # the sandbox image, which gcc builds, is in the cache already
 
@@ -35,7 +35,7 @@ class Machine:
         return cls(euid=os.geteuid(), runc=build.runc() is not None, cni=build.cni_dir() is not None,
                    apt_get=shutil.which("apt-get") is not None,
                    cgroups=tuple((h, os.access(h, os.W_OK)) for h in host.hierarchies()),
-                   iptables=shutil.which("iptables") is not None, gcc=shutil.which("gcc") is not None,
+                   iptables=build.iptables() is not None, gcc=shutil.which("gcc") is not None,
                    pause_built=build.PAUSE_ARCHIVE not in build.missing())
 
 
@@ -46,18 +46,24 @@ def root(machine: Machine) -> str | None:
     return None
 
 
+def _lacking(machine: Machine) -> list[str]:
+    return [what for what, there in (
+        ("runc", machine.runc), ("iptables, with which kube-proxy writes Services' rules", machine.iptables),
+        (f"the CNI plugins ({', '.join(build.CNI_PLUGINS)} in one of {', '.join(map(str, build.CNI_DIRS))})", machine.cni))
+        if not there]
+
+
 def installs_packages(machine: Machine) -> bool:
-    """Whether the real node's first start here installs runc and the CNI plugins (as build.host_packages does:
-    only as root, with apt-get)."""
-    return not (machine.runc and machine.cni) and machine.euid == 0 and machine.apt_get
+    """Whether the real node's first start here installs runc, iptables and the CNI plugins (as
+    build.host_packages does: only as root, with apt-get)."""
+    return bool(_lacking(machine)) and machine.euid == 0 and machine.apt_get
 
 
 def packages(machine: Machine) -> str | None:
-    if (machine.runc and machine.cni) or installs_packages(machine):
+    lacking = _lacking(machine)
+    if not lacking or installs_packages(machine):
         return None
-    lacking = " and ".join(what for what, there in (("runc", machine.runc), ("the CNI plugins", machine.cni)) if not there)
-    return (f"the real node needs {lacking} ({', '.join(build.CNI_PLUGINS)} in one of "
-            f"{', '.join(map(str, build.CNI_DIRS))}), and apt-get is not here to install them: install "
+    return (f"the real node needs {' and '.join(lacking)}, and apt-get is not here to install them: install "
             f"{' and '.join(build.PACKAGES)}")
 
 
@@ -73,13 +79,6 @@ def cgroups(machine: Machine) -> str | None:
     return None
 
 
-def iptables(machine: Machine) -> str | None:
-    if not machine.iptables:
-        return ("the real node's kube-proxy writes Services' rules with iptables, which is not on PATH: install it "
-                "(`apt-get install -y iptables`)")
-    return None
-
-
 def gcc(machine: Machine) -> str | None:
     if not machine.pause_built and not machine.gcc:
         return ("the real node's sandbox image is built with gcc -static, and gcc is not on PATH: install it "
@@ -87,7 +86,7 @@ def gcc(machine: Machine) -> str | None:
     return None
 
 
-CHECKS = (root, packages, cgroups, iptables, gcc)
+CHECKS = (root, packages, cgroups, gcc)
 
 
 def why_not(machine: Machine) -> str | None:

@@ -114,7 +114,7 @@ def test_up_runs_the_real_node_where_this_machine_can_run_it_else_says_why_not(s
     from generator.controlplane.realnode import support
 
     if support.installs_packages(support.Machine.read()):
-        pytest.skip("the real node's first start here installs runc and the CNI plugins, which a test must not do")
+        pytest.skip("the real node's first start here installs runc, iptables and the CNI plugins, which a test must not do")
     folder = short_dir
     code, _, err = run("cluster", "up", "-f", MISSING, "--dir", str(folder))
     assert code == 1 and NOT_STARTED in err
@@ -506,7 +506,7 @@ def test_build_builds_the_real_nodes_parts_where_up_would_run_it(tmp_path, monke
     from generator.controlplane.realnode import support
 
     if support.installs_packages(support.Machine.read()):
-        pytest.skip("the real node's first build here installs runc and the CNI plugins, which a test must not do")
+        pytest.skip("the real node's first build here installs runc, iptables and the CNI plugins, which a test must not do")
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
     for module, group in [(build, g) for g in build.GROUPS] + [(real_build, g) for g in real_build.GROUPS]:
         names, stamp = module.GROUPS[group]  # as built: Go is not needed

@@ -24,17 +24,19 @@ def test_a_machine_with_everything_runs_the_real_node():
     ({"euid": 1000}, "the real node needs root (containerd, runc, the node's cgroups and mounts), and this runs as uid "
                      "1000: run it as root"),
     ({"runc": False, "apt_get": False},
-     "the real node needs runc (bridge, host-local, loopback, portmap in one of /usr/lib/cni, /opt/cni/bin), and "
-     "apt-get is not here to install them: install runc and containernetworking-plugins"),
-    ({"runc": False, "cni": False, "apt_get": False}, "the real node needs runc and the CNI plugins (bridge,"),
+     "the real node needs runc, and apt-get is not here to install them: install runc and containernetworking-plugins "
+     "and iptables"),
+    ({"runc": False, "cni": False, "apt_get": False}, "the real node needs runc and the CNI plugins (bridge, host-local, "
+                                                      "loopback, portmap in one of /usr/lib/cni, /opt/cni/bin), and"),
     ({"cgroups": ()}, "the real node puts its pods in cgroups, and no cgroup hierarchy is mounted here "
                       "(/proc/self/mounts): mount one (cgroup2 on /sys/fs/cgroup)"),
     ({"cgroups": ((Path("/sys/fs/cgroup/memory"), False), (Path("/sys/fs/cgroup/unified"), True))},
      "the real node makes its cgroup in every cgroup hierarchy, and /sys/fs/cgroup/memory is not writable (mounted "
      "read-only, as in an unprivileged container): run it where the cgroups are writable"),
     ({"cgroups": ((Path("/a"), False), (Path("/b"), False))}, "and /a, /b are not writable"),
-    ({"iptables": False}, "the real node's kube-proxy writes Services' rules with iptables, which is not on PATH: "
-                          "install it (`apt-get install -y iptables`)"),
+    ({"iptables": False, "apt_get": False},
+     "the real node needs iptables, with which kube-proxy writes Services' rules, and apt-get is not here to install "
+     "them: install runc and containernetworking-plugins and iptables"),
     ({"gcc": False}, "the real node's sandbox image is built with gcc -static, and gcc is not on PATH: install it "
                      "(`apt-get install -y gcc libc6-dev`)"),
 ])
@@ -48,9 +50,10 @@ def test_not_root_is_the_reason_before_what_root_would_install():
     assert not support.installs_packages(machine)
 
 
-def test_runc_and_the_cni_plugins_missing_are_no_reason_where_the_build_installs_them():
+def test_runc_iptables_and_the_cni_plugins_missing_are_no_reason_where_the_build_installs_them():
     """As root with apt-get, the node's start installs them from Debian's packages (build.host_packages)."""
-    for machine in (replace(READY, runc=False), replace(READY, cni=False), replace(READY, runc=False, cni=False)):
+    for machine in (replace(READY, runc=False), replace(READY, cni=False), replace(READY, runc=False, cni=False),
+                    replace(READY, iptables=False)):
         assert support.why_not(machine) is None
         assert support.installs_packages(machine)
 
