@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator import paths
+from generator import debian, paths
 from generator.errors import UserError
 
 DOCKER = "docker"
@@ -48,12 +48,9 @@ def install(programs: list[str], say=print) -> None:
                         f"installed from Debian's packages ({why}); install {listing} (Debian: `sudo apt-get install "
                         f"{listing}`), or run where a Docker engine answers")
     say(f"installing {listing} from Debian's packages (apt-get update, then apt-get install; as root)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", *packages]):
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-        if proc.returncode:
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-            raise UserError(f"`{' '.join(argv)}` failed:\n{tail}\ninstall {listing} yourself and run again")
+    failed = debian.install(packages)
+    if failed:
+        raise UserError(f"{failed}\ninstall {listing} yourself and run again")
     still = [p for p in missing if not shutil.which(p)]
     if still:
         raise UserError(f"apt-get installed {listing}, yet {', '.join(still)} is not on PATH ({os.environ.get('PATH')})")

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from generator import paths
+from generator import debian, paths
 from generator.controlplane import build
 from generator.controlplane.realnode import oci
 from generator.errors import UserError
@@ -125,12 +125,9 @@ def host_packages(say=print) -> tuple[Path, Path]:
         raise UserError(f"the real node needs runc, iptables and the CNI plugins {', '.join(CNI_PLUGINS)} (in one of "
                         f"{', '.join(map(str, CNI_DIRS))}); install them as root: `{command}`, or use `--node process`")
     say(f"installing runc, iptables and the CNI plugins from Debian's packages, as root: {command}")
-    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", *PACKAGES]):
-        proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
-            raise UserError(f"`{' '.join(argv)}` failed:\n{tail}\ninstall {' and '.join(PACKAGES)} yourself, or use "
-                            "`--node process`")
+    failed = debian.install(PACKAGES)
+    if failed:
+        raise UserError(f"{failed}\ninstall {' and '.join(PACKAGES)} yourself, or use `--node process`")
     if not (runc() and cni_dir() and iptables()):
         raise UserError(f"{' and '.join(PACKAGES)} are installed but runc, iptables or the CNI plugins "
                         f"{', '.join(CNI_PLUGINS)} are not where the node looks "
