@@ -88,6 +88,16 @@ def named() -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def not_held(reg: registry.Registry, operator_values: dict) -> list[str]:
+    """The images charts/pytorch-operator names with `operator_values` (its own and its init
+    container's) that the registry lacks: the real node pulls only from it, so the operator would
+    never start and `cluster up` would wait out its timeout. `helm test`'s pod is left to helm test."""
+    installed = [o for o in helm.render_objects(paths.OPERATOR_CHART, operator_values)
+                 if "helm.sh/hook" not in ((o.get("metadata") or {}).get("annotations") or {})]
+    images = {base.qualified(i) for i in _images(installed)}
+    return sorted(i for i in images if "@" not in i and not reg.has(i))  # a digest: whatever holds it answers
+
+
 @dataclass(frozen=True)
 class Made:
     """How one named image is made here."""

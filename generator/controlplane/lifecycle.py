@@ -103,13 +103,27 @@ def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | N
     return reason
 
 
-def _publish(images: dict[str, str], say) -> None:
+def _publish(images: dict[str, str], say):
     """The registry's images, made once per machine like the binaries, and pushed with the real
-    node's `--image` ones: before the timeout."""
+    node's `--image` ones: before the timeout. The registry, started."""
     from generator.controlplane import chart_images, registry, user_images
 
     reg = registry.start(say=say)
     user_images.publish(reg, images, chart_images.seed(reg, say=say), say)
+    return reg
+
+
+def _check_held(reg, values_file: str, values: dict) -> None:
+    """On the real node, the operator's images as the user's values name them must be in the registry."""
+    from generator.controlplane import chart_images
+
+    lacking = chart_images.not_held(reg, values)
+    if lacking:
+        image = lacking[0]
+        raise UserError(f"-f {values_file}: the real node pulls {image} from the registry on this machine, which does "
+                        f"not hold it, so the operator would never start; put it there first: `python -m generator "
+                        f"image load {image}` (from podman's store or an archive), or `python -m generator image load "
+                        f"IMAGE --as {image}` for your mirror of an image it holds; or use `--node process`")
 
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
@@ -134,10 +148,12 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         return current
     if values_file and not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
+    operator_values = None
     if values_file:  # every value checked by the chart's schema before anything starts
         from generator.job import validation, values_io
 
-        findings = validation.check_operator_values(values_io.load_mapping(values_file), "training-operator").findings
+        operator_values = values_io.load_mapping(values_file)
+        findings = validation.check_operator_values(operator_values, "training-operator").findings
         if findings:
             raise UserError(findings, source=values_file)
     real = node is not None and node.kind == "real"  # what it needs of the machine: choose_node said
@@ -147,7 +163,9 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
         raise UserError(str(exc)) from None
     layout.create()  # first: only the user's own cluster folder has its leftovers removed
     build.ensure(say)
-    _publish(node.images if real else {}, say)  # the process node runs no image: its map stays its own
+    reg = _publish(node.images if real else {}, say)  # the process node runs no image: its map stays its own
+    if real and operator and operator_values is not None:
+        _check_held(reg, values_file, operator_values)
     if real:
         from generator.controlplane.realnode import build as real_build
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from generator import paths
+from tests.e2e.conftest import leftover_processes, needs_real_node
 from tests.support import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +33,25 @@ def operator_values():
                           timeout=600)
     assert done.returncode == 0, done.stderr
     return {"image": {"repository": REPOSITORY, "tag": TAG}, "namespace": {"create": False, "name": NAMESPACE}}
+
+
+@needs_real_node
+def test_values_naming_an_operator_image_the_registry_lacks_are_refused_before_anything_starts(tmp_path_factory):
+    """The real node pulls only from the registry on this machine: a mirror not loaded there would
+    leave the operator in ImagePullBackOff and `cluster up` waiting out its timeout."""
+    folder = tmp_path_factory.mktemp("held")
+    given = folder.with_name("held-values.yaml")
+    missing = f"registry.example.com/mirror/never-loaded:{TAG}"
+    given.write_text(yaml.safe_dump({"image": {"repository": missing.rsplit(":", 1)[0], "tag": TAG}}))
+    done = subprocess.run([sys.executable, "-m", "generator", "cluster", "up", "--node", "real", "--dir", str(folder),
+                           "-f", str(given)], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert (f"error: -f {given}: the real node pulls {missing} from the registry on this machine, which does not "
+            f"hold it, so the operator would never start; put it there first: `python -m generator image load "
+            f"{missing}`") in done.stderr
+    assert f"`python -m generator image load IMAGE --as {missing}` for your mirror" in done.stderr
+    assert not (folder / "state.json").exists() and not leftover_processes(folder)  # nothing was started
 
 
 def test_the_install_lands_in_the_existing_namespace_with_the_users_image(cluster):
