@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import pull_images, trainer_image
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
@@ -23,8 +24,15 @@ SECTION = README.split("## The job chart", 1)[1].split("\n## ", 1)[0]
 
 @pytest.fixture(scope="module")
 def node_options():
-    # mnist.yaml asks for 2 CPUs in each of 3 pods: the node says it has 8, whatever this machine has.
-    return ["--node", "process", "--no-operator", "--cpu", "8"]
+    # The node `cluster up` chooses (the real node where it can run), which offers this machine's CPUs:
+    # mnist.yaml's three pods of 500m fit on two cores.
+    return ["--no-operator"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pulled(cluster):
+    """The trainer's image in the real node before the README's job, whose log is then followed from its start."""
+    pull_images(cluster, [trainer_image()])
 
 
 def readme_commands() -> list[str]:
