@@ -18,9 +18,9 @@ from tests.support.samples import mismatch
 
 shell = readme_cluster.shell  # the same clone's folder and shell, the cluster in a short folder of its own
 
-# On the real node where it can run (the README's bare `cluster up` chooses it): the cluster's start,
-# the trainer's image pulled (about a minute) and the block's jobs.
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+# On the real node where it can run (the README's bare `cluster up` chooses it): the cluster's start
+# (three minutes with Kueue there), the trainer's image pulled (about a minute) and the block's jobs.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 SECTION = README.split("### Kueue on your machine", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
 BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
