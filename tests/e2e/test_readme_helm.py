@@ -91,9 +91,9 @@ class Shell:
                               text=True, timeout=timeout)
 
 
-def operator_pods(cluster) -> list:
+def operator_pods(cluster, terminating: bool = False) -> list:
     pods = cluster.core().list_namespaced_pod("kubeflow", label_selector="app.kubernetes.io/component=controller").items
-    return [p for p in pods if not p.metadata.deletion_timestamp]
+    return [p for p in pods if terminating or not p.metadata.deletion_timestamp]
 
 
 def ready(pod) -> bool:
@@ -233,7 +233,8 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
 
     done = sh(uninstall_operator)
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: not operator_pods(cluster), 120, "the operator's pod to go")
+    # Gone, not only terminating: the real node gives the operator its grace period to stop in.
+    wait_for(lambda: not operator_pods(cluster, terminating=True), 120, "the operator's pod to go")
     extensions = client.ApiextensionsV1Api(cluster.api())
     assert extensions.read_custom_resource_definition("pytorchjobs.kubeflow.org")  # crds.keep
     assert leftovers(cluster, "training") == ["customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"]
@@ -247,6 +248,7 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     assert done.returncode == 0, done.stderr
     wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready again")
     assert sh(uninstall_operator).returncode == 0
+    wait_for(lambda: not operator_pods(cluster, terminating=True), 120, "the operator's pod to go again")
     wait_for(lambda: not extensions.list_custom_resource_definition(
         field_selector="metadata.name=pytorchjobs.kubeflow.org").items, 60, "the CRD to go")
     assert leftovers(cluster, "training") == []
