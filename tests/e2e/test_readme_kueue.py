@@ -19,7 +19,8 @@ from tests.support.samples import mismatch
 shell = readme_cluster.shell  # the same clone's folder and shell, the cluster in a short folder of its own
 
 # On the real node where it can run (the README's bare `cluster up` chooses it): the cluster's start
-# (three minutes with Kueue there), the trainer's image pulled (about a minute) and the block's jobs.
+# (up to three minutes with Kueue there, when its certificates wait for the kubelet), the trainer's
+# image pulled (about a minute) and the block's jobs.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 SECTION = README.split("### Kueue on your machine", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
