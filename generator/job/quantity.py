@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 _SUFFIX = {
     "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
@@ -46,3 +46,21 @@ def parse(value: object) -> Decimal:
         return Decimal(number) * _SUFFIX[suffix]
     except (InvalidOperation, OverflowError) as exc:
         raise ValueError("not a quantity") from exc
+
+
+def write(value: Decimal, binary: bool = False) -> str:
+    """`value` as Kubernetes writes a quantity in canonical form: whole numbers plain or with the
+    largest suffix that divides them (Ki, Mi, ... first with `binary`, as for memory; k, M, ...),
+    fractions in the largest of m, u, n that makes them whole (500m, not 0.5), rounded up to a
+    whole n as Kubernetes rounds."""
+    if value == value.to_integral_value():
+        units = (("Ei", "Pi", "Ti", "Gi", "Mi", "Ki") if binary else ()) + ("E", "P", "T", "G", "M", "k")
+        for suffix in units:
+            if value and value % _SUFFIX[suffix] == 0:
+                return f"{int(value / _SUFFIX[suffix])}{suffix}"
+        return str(int(value))
+    for suffix in ("m", "u"):
+        scaled = value / _SUFFIX[suffix]
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    return f"{int((value / _SUFFIX['n']).to_integral_value(rounding=ROUND_CEILING))}n"

@@ -1,7 +1,9 @@
-"""Jobs through the real Kueue v0.17.0 (`cluster up --kueue`), on a cluster of this module's own
-whose ClusterQueue holds 2 CPUs (`--kueue-quota cpu=2`): a job of two 1-CPU pods fills it. Each
-case is the job chart's `kueue.queueName` as a user sets it, what Kueue does with it (the job held
-suspended, admitted whole, started), and what `diagnose` says while it waits."""
+"""Jobs through the real Kueue v0.17.0 (`cluster up --kueue`), on a cluster of this module's own on
+the node `cluster up` chooses (the real node where it can run), whose ClusterQueue holds half a CPU
+(`--kueue-quota cpu=500m`): a job of two 250m pods fills it, and fits on two cores beside the
+operator's, Trainer's, JobSet's and Kueue's own pods. Each case is the job chart's
+`kueue.queueName` as a user sets it, what Kueue does with it (the job held suspended, admitted
+whole, started), and what `diagnose` says while it waits."""
 from __future__ import annotations
 
 import json
@@ -9,23 +11,30 @@ import json
 import pytest
 import yaml
 
+from tests.e2e.conftest import pull_images, trainer_image
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.e2e
+# The first test brings the cluster up and pulls the trainer's image, then waits out two jobs in turn.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-QUOTA_CPU = "2"
+QUOTA_CPU, POD_CPU = "500m", "250m"
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str]:
-    # The process node, sized by --cpu as the README's Kueue example sizes it (one CPU per job's pod).
-    return ["--node", "process", "--trainer", "--kueue", "--cpu", "4", "--kueue-quota", f"cpu={QUOTA_CPU}"]
+    return ["--trainer", "--kueue", "--kueue-quota", f"cpu={QUOTA_CPU}"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pulled(cluster):
+    """The trainer's image in the real node before the first job, whose waits are then Kueue's and training's."""
+    pull_images(cluster, [trainer_image()])
 
 
 def _values(cluster, tmp_path, name: str, queue: str, *more: str) -> str:
     path = tmp_path / f"{name}.yaml"
-    cluster.cli("values", "--name", name, "--workers", "1", "--cpu", "1", "--memory", "512Mi", "--queue", queue,
+    cluster.cli("values", "--name", name, "--workers", "1", "--cpu", POD_CPU, "--memory", "512Mi", "--queue", queue,
                 "--arg=--dataset=digits", "--arg=--epochs=1", "--arg=--threads=1", *more, "-o", str(path), check=True)
     return str(path)
 
@@ -74,8 +83,9 @@ def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(clu
     found = _diagnose(cluster, "kq-second")
     held = next(f for f in found if f["object"].startswith("Workload/"))
     assert "insufficient unused quota for cpu in flavor default-flavor" in held["message"]
-    assert held["fix"].startswith("ClusterQueue cluster-queue lacks 2 cpu: the job asks for 2 in all, and 1 admitted "
-                                  "workload holds 2 of its 2")
+    # In the quantities Kubernetes writes, as the quota and usage beside them are.
+    assert held["fix"].startswith("ClusterQueue cluster-queue lacks 500m cpu: the job asks for 500m in all, and 1 "
+                                  "admitted workload holds 500m of its 500m")
     # When the first ends, the second is admitted with both pods at once, and runs to the end.
     assert cluster.cli("wait", "kq-first", "--for", "Succeeded", "--timeout", "600").returncode == 0
     assert cluster.cli("wait", "kq-second", "--for", "Succeeded", "--timeout", "600").returncode == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import needs_real_node
+from tests.e2e.conftest import LocalCluster, needs_real_node, pull_images, trainer_image
 from tests.support import ROOT
 from tests.support.samples import mismatch
 
@@ -85,6 +85,12 @@ def run_step(command: str, workdir: Path, env: dict, cluster_dir: Path) -> str |
                           timeout=900)
     assert done.returncode == 0, f"{command}\n{done.stdout}"
     return done.stdout
+
+
+def pull_trainer_image(env: dict, cluster_dir: Path) -> None:
+    """On the real node, the trainer's image pulled into the README's cluster once it is up, before
+    its first job, as the shared cluster's is: the README's waits are then its jobs' own."""
+    pull_images(LocalCluster(cluster_dir, Path(env["KUBECONFIG"]), env), [trainer_image()])
 
 
 @pytest.fixture

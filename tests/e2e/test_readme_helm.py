@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import pull_images, trainer_image
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
@@ -23,8 +24,15 @@ SECTION = README.split("## The job chart", 1)[1].split("\n## ", 1)[0]
 
 @pytest.fixture(scope="module")
 def node_options():
-    # mnist.yaml asks for 2 CPUs in each of 3 pods: the node says it has 8, whatever this machine has.
-    return ["--node", "process", "--no-operator", "--cpu", "8"]
+    # The node `cluster up` chooses (the real node where it can run), which offers this machine's CPUs:
+    # mnist.yaml's three pods of 500m fit on two cores.
+    return ["--no-operator"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pulled(cluster):
+    """The trainer's image in the real node before the README's job, whose log is then followed from its start."""
+    pull_images(cluster, [trainer_image()])
 
 
 def readme_commands() -> list[str]:
@@ -83,9 +91,9 @@ class Shell:
                               text=True, timeout=timeout)
 
 
-def operator_pods(cluster) -> list:
+def operator_pods(cluster, terminating: bool = False) -> list:
     pods = cluster.core().list_namespaced_pod("kubeflow", label_selector="app.kubernetes.io/component=controller").items
-    return [p for p in pods if not p.metadata.deletion_timestamp]
+    return [p for p in pods if terminating or not p.metadata.deletion_timestamp]
 
 
 def ready(pod) -> bool:
@@ -225,7 +233,8 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
 
     done = sh(uninstall_operator)
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: not operator_pods(cluster), 120, "the operator's pod to go")
+    # Gone, not only terminating: the real node gives the operator its grace period to stop in.
+    wait_for(lambda: not operator_pods(cluster, terminating=True), 120, "the operator's pod to go")
     extensions = client.ApiextensionsV1Api(cluster.api())
     assert extensions.read_custom_resource_definition("pytorchjobs.kubeflow.org")  # crds.keep
     assert leftovers(cluster, "training") == ["customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"]
@@ -239,6 +248,7 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     assert done.returncode == 0, done.stderr
     wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready again")
     assert sh(uninstall_operator).returncode == 0
+    wait_for(lambda: not operator_pods(cluster, terminating=True), 120, "the operator's pod to go again")
     wait_for(lambda: not extensions.list_custom_resource_definition(
         field_selector="metadata.name=pytorchjobs.kubeflow.org").items, 60, "the CRD to go")
     assert leftovers(cluster, "training") == []

@@ -125,12 +125,10 @@ def _shortfall(shot: Snapshot, flavor: str, resource: str) -> str:
                  for r in f.get("resources") or [] if r.get("name") == resource), "0")
     count = status.get("reservingWorkloads", 0)
     short = needed - (quantity.parse(quota) - quantity.parse(held))
-    return (f" lacks {_amount(short)} {resource}: the job asks for {_amount(needed)} in all, and {count} admitted "
-            f"workload{'s hold' if count != 1 else ' holds'} {held} of its {quota}")
-
-
-def _amount(value: Decimal) -> str:
-    return format(value.normalize(), "f")
+    # Sums written as Kubernetes writes quantities, as the quota and usage beside them are: 500m, not 0.5.
+    binary = resource in ("memory", "storage", "ephemeral-storage") or resource.startswith("hugepages-")
+    return (f" lacks {quantity.write(short, binary)} {resource}: the job asks for {quantity.write(needed, binary)} in "
+            f"all, and {count} admitted workload{'s hold' if count != 1 else ' holds'} {held} of its {quota}")
 
 
 def gang(shot: Snapshot) -> Iterator[Diagnosis]:

@@ -46,6 +46,16 @@ def test_a_job_held_by_kueue_for_quota_names_the_cluster_queue_and_what_it_lacks
                                    "free that quota")
 
 
+# The same on the real node with `--kueue-quota cpu=500m`, two-pod jobs of 250m a pod: the sums
+# are written as the Kubernetes quantities the quota and usage beside them are, not as 0.5.
+def test_a_shortfall_of_less_than_a_cpu_is_written_in_millicpus():
+    found = findings("kueue-quota-500m")
+    assert [(f.severity, f.reason) for f in found] == [("warning", "Pending")]
+    assert "insufficient unused quota for cpu in flavor default-flavor, 500m more needed" in found[0].message
+    assert found[0].fix.startswith("ClusterQueue cluster-queue lacks 500m cpu: the job asks for 500m in all, and 1 "
+                                   "admitted workload holds 500m of its 500m: the job starts")
+
+
 def test_a_job_naming_a_local_queue_that_does_not_exist():
     found = findings("kueue-no-local-queue")
     assert [(f.severity, f.reason, f.message) for f in found] == [
