@@ -39,13 +39,6 @@ def pod_network(cluster) -> network.PodNetwork:
     return network.PodNetwork(**json.loads((cluster.dir / "state.json").read_text())["pod_network"])
 
 
-def on_the_bridge(cluster, address: str) -> bool:
-    import ipaddress
-
-    net = pod_network(cluster)
-    return ipaddress.ip_address(address) in net.subnet and address != net.gateway
-
-
 # --- the node --------------------------------------------------------------------------------
 def test_the_node_offers_this_machine_and_the_gpus_asked_for(cluster):
     (node,) = cluster.core().list_node().items
