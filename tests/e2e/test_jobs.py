@@ -536,10 +536,11 @@ def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
         "name": "sh", "image": SH, "command": ["sh", "-c", "echo run; exit 3"]}]})
     # The first restart comes at once; the second 10 s after the run before it ended, the third 20 s
     # after: read from each run's start and end, which the node reports (to the second) in the
-    # container's state and last state. While a back-off lasts the waiting state (CrashLoopBackOff)
-    # names it, where the node reports one: the process node at each back-off, the real kubelet only
-    # when it syncs the pod during it (the delays themselves: test_kubelet_backoff.py).
-    runs: dict[str, tuple] = {}  # container ID -> (started, finished)
+    # container's state and last state; a run may end unseen between two reads, so each is placed by
+    # the restart count beside it. While a back-off lasts the waiting state (CrashLoopBackOff) names
+    # it, where the node reports one: the process node at each back-off, the real kubelet only when it
+    # syncs the pod during it (the delays themselves: test_kubelet_backoff.py).
+    runs: dict[int, tuple] = {}  # run (0: the first) -> (started, finished)
     said: dict[int, set[str]] = {}  # restartCount -> the back-offs its waiting states named
     # The previous run's log, read once a restart has come: the real kubelet keeps one dead container
     # per container and, reporting the last run terminated, takes "previous" for the run before it,
@@ -547,29 +548,32 @@ def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
     previous: set[str] = set()
 
     def third_restart():
-        statuses = core.read_namespaced_pod("crasher", NS).status.container_statuses
-        if not statuses:
+        pod = core.read_namespaced_pod("crasher", NS)
+        if not pod.status.container_statuses:
             return None
-        status = statuses[0]
-        for state in (status.state, status.last_state):
-            if state and state.terminated:
-                runs[state.terminated.container_id] = (state.terminated.started_at, state.terminated.finished_at)
-        if status.restart_count >= 1:
+        status = pod.status.container_statuses[0]
+        count, waiting = status.restart_count, status.state.waiting
+        if status.state.terminated:  # the latest run, ended (the real kubelet says so during its back-off)
+            runs[count] = (status.state.terminated.started_at, status.state.terminated.finished_at)
+        if status.last_state.terminated:  # the run that ended last while backing off, else the one before
+            ended = status.last_state.terminated
+            runs[count if waiting else count - 1] = (ended.started_at, ended.finished_at)
+        if count >= 1:
             try:
                 previous.add(log_of(cluster, "crasher", previous=True))
             except client.ApiException as exc:  # between two runs, on the node's word
                 previous.add(f"{exc.status}: {exc.body}")
-        waiting = status.state.waiting
         if waiting and waiting.reason == "CrashLoopBackOff":
-            said.setdefault(status.restart_count, set()).add(waiting.message.partition(" restarting")[0])
+            said.setdefault(count, set()).add(waiting.message.partition(" restarting")[0])
             assert f" restarting failed container=sh pod=crasher_{NS}(" in waiting.message, waiting.message
-        return status if len(runs) >= 4 else None
+        return (pod, status) if all(k in runs for k in (1, 2, 3)) else None
 
     try:
-        status = wait_for(third_restart, 120, "the third restart to end")
-        ordered = sorted(runs.values())
-        gaps = [(ordered[i + 1][0] - ordered[i][1]).total_seconds() for i in range(3)]
-        assert gaps[0] < 10 <= gaps[1] < gaps[2] and gaps[2] >= 20, gaps
+        pod, status = wait_for(third_restart, 120, "the third restart to end")
+        # The first run ends at once; where it went unseen, the pod's start stands for its end.
+        first_end = runs[0][1] if 0 in runs else pod.status.start_time
+        gaps = [(runs[1][0] - first_end).total_seconds(), *((runs[k + 1][0] - runs[k][1]).total_seconds() for k in (1, 2))]
+        assert gaps[0] < 10 <= gaps[1] < gaps[2] and gaps[2] >= 20, (gaps, runs)
         assert all(said[count] == {f"back-off {10 * 2 ** (count - 1)}s"} for count in said), said
         assert status.last_state.terminated.exit_code == 3 and status.last_state.terminated.reason == "Error"
         assert "run\n" in previous, previous
