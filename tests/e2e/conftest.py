@@ -159,6 +159,42 @@ def node_options() -> list[str] | None:
     return None
 
 
+def container_pid(container_id: str) -> int:
+    """A container's first process: the process node names it (`process://PID`); containerd's
+    (`containerd://ID`) is the oldest process in a cgroup whose path ends in the container's ID."""
+    runtime, _, ident = container_id.partition("://")
+    if runtime == "process":
+        return int(ident)
+    found = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cgroup") if _in_cgroup_of(p, ident)]
+    assert found, f"no process in the cgroup of {container_id}"
+    return min(found, key=lambda pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]))
+
+
+def _in_cgroup_of(cgroup: Path, ident: str) -> bool:
+    try:
+        return any(line.endswith(ident) for line in cgroup.read_text().splitlines())
+    except OSError:  # it ended meanwhile
+        return False
+
+
+def kill_container(cluster: LocalCluster, container_id: str) -> None:
+    """SIGKILL to a running container, as the OOM killer or a crash would end it: on the process
+    node to its process group, on the real node through containerd (its first process; the kernel
+    ends the rest of its PID namespace with it)."""
+    import signal
+
+    runtime, _, ident = container_id.partition("://")
+    if runtime == "process":
+        os.killpg(int(ident), signal.SIGKILL)
+        return
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.realnode.config import Folders, ctr
+
+    killed = subprocess.run(ctr(Folders.of(Layout(cluster.dir)), "tasks", "kill", "--signal", "SIGKILL", ident),
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == 0, killed.stderr
+
+
 def trainer_image() -> str:
     from generator.images import trainer
 

@@ -36,10 +36,10 @@ from generator.controlplane.layout import Layout
 from generator.controlplane.network import NETNS_DIR
 from generator.controlplane.realnode import host, kernel, netns, oci
 from generator.controlplane.realnode import node as real_node
-from generator.controlplane.realnode.config import Folders, ctr
+from generator.controlplane.realnode.config import Folders
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
-from tests.e2e.conftest import forget_images, leftover_processes, needs_real_node, start_cluster, stop_cluster
+from tests.e2e.conftest import forget_images, kill_container, leftover_processes, needs_real_node, start_cluster, stop_cluster
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
@@ -317,9 +317,7 @@ def test_a_worker_killed_mid_training_is_restarted_by_the_kubelet_and_the_job_re
 
     wait_for(trained_two_epochs, 240, "the Master to finish its second epoch", interval=1)
     worker = core.read_namespaced_pod("kill-worker-0", "default").status.container_statuses[0]
-    killed = subprocess.run(ctr(Folders.of(Layout(cluster.dir)), "tasks", "kill", "--signal", "SIGKILL",
-                                worker.container_id.removeprefix("containerd://")), capture_output=True, text=True)
-    assert killed.returncode == 0, killed.stderr
+    kill_container(cluster, worker.container_id)
     followed = cluster.cli("logs", "kill", "-f", timeout=400)
     assert followed.returncode == 0, followed.stderr
     assert "master-0 | epoch 12/12: test accuracy" in followed.stdout, followed.stdout

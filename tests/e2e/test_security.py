@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import container_pid
+
 pytestmark = pytest.mark.e2e
 NOBODY = 65534
 
@@ -195,25 +197,6 @@ def test_another_user_gets_nothing_from_etcd_the_api_server_or_the_kubelet(clust
 
 def _status(pid: int) -> dict[str, str]:
     return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
-
-
-def container_pid(container_id: str) -> int:
-    """A container's first process: the process node names it (`process://PID`); containerd's
-    (`containerd://ID`) is the oldest process in a cgroup whose path ends in the container's ID."""
-    runtime, _, ident = container_id.partition("://")
-    if runtime == "process":
-        return int(ident)
-    found = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cgroup")
-             if _in_cgroup_of(p, ident)]
-    assert found, f"no process in the cgroup of {container_id}"
-    return min(found, key=lambda pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]))
-
-
-def _in_cgroup_of(cgroup: Path, ident: str) -> bool:
-    try:
-        return any(line.endswith(ident) for line in cgroup.read_text().splitlines())
-    except OSError:  # it ended meanwhile
-        return False
 
 
 def test_the_operators_pod_runs_as_its_chart_says(cluster):

@@ -1,6 +1,6 @@
 """Snapshots for diagnose's rule tests, built from recorded API objects: what the scheduler, the kubelet, the operator, Kueue
 and Volcano write (their message formats), for causes the local control plane cannot produce
-or produces only slowly. tests/e2e/test_kubelet.py diagnoses real jobs."""
+or produces only slowly. tests/e2e/test_jobs.py diagnoses real jobs."""
 from __future__ import annotations
 
 from generator.diagnose.snapshot import Snapshot
