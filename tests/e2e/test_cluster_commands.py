@@ -229,15 +229,16 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
     assert proc.returncode == 1 and "rejected your credentials" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_cluster_up_again_with_a_process_node_option_names_the_running_node(cluster, tmp_path):
-    """A running cluster keeps its node: `--image` asks for the process node (or, on a running
-    process node, for an image it was started with), and the error says what to do instead."""
-    image = f"registry.example.com/ml/toy={tmp_path}"
+def test_cluster_up_again_with_a_process_node_option_names_the_running_node(cluster):
+    """A running cluster keeps its node: `--image REPO=host` asks for the process node (or, on a
+    running process node, for an image it was started with), and the error says what to do instead."""
+    image = "registry.example.com/ml/toy=host"
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--trainer", "--image", image)
     assert again.returncode == 1, again.stderr
     if cluster.node_kind == "real":
-        assert (f"and the cluster in {cluster.dir} runs the real node; run `python -m generator cluster down --dir "
-                f"{cluster.dir}` first for the process node") in again.stderr
+        assert (f"--image {image} runs your code with this machine's python, which only the process node does; the "
+                f"real node runs images, and the cluster in {cluster.dir} runs the real node; run `python -m generator "
+                f"cluster down --dir {cluster.dir}` first for the process node") in again.stderr
     else:  # where the real node cannot run (test_kubelet checks the process node's refusal everywhere)
         assert f"its node was started without --image {image}" in again.stderr
 
