@@ -2,7 +2,11 @@ import os
 import sys
 import traceback
 
-from trainer.cli import main
+from trainer import sigterm
+
+sigterm.exit_until_the_loop()  # before torch loads: PID 1 of a container hears only the signals it handles
+
+from trainer.cli import main  # noqa: E402
 
 try:
     code = main()

@@ -8,8 +8,7 @@ import torch
 import torch.distributed as dist
 
 from .distributed import Launch
-
-SIGTERM_EXIT = 143
+from .sigterm import EXIT as SIGTERM_EXIT  # noqa: F401 (the loop's exit code is the same)
 
 
 class Stop:
