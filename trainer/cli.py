@@ -1,6 +1,6 @@
 """`python -m trainer`: exit 0 when trained, 1 on a launch or data error (no traceback),
-143 on SIGTERM (after a checkpoint once training has begun) and 200 when the group lost a peer, both of which restartPolicy
-ExitCode retries."""
+143 on SIGTERM (after a checkpoint once training has begun) and 200 when the group lost a peer,
+both of which restartPolicy ExitCode retries."""
 from __future__ import annotations
 
 import os
