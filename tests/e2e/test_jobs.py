@@ -19,7 +19,7 @@ import pytest
 
 from generator.controlplane import network
 from tests.e2e.conftest import container_pid, kill_container, trainer_image
-from tests.support import ROOT
+from tests.support import ROOT, procfs
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -605,3 +605,33 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
     wait_for(gone, 60, "the pod to be deleted")
     assert 3 <= time.monotonic() - started < 30  # the grace period was waited out, then SIGKILL
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_the_trainer_as_its_containers_pid_1_ends_on_sigterm_while_it_waits_for_its_peers(cluster):
+    """The trainer is PID 1 of its container, which hears only the signals it handles: SIGTERM
+    from the host while rank 0 waits for a rank 1 that never comes ends it at once with 143, so a
+    job deleted while it starts does not wait out its grace period."""
+    core = cluster.core()
+    port = 29500
+    env = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    _pod(cluster, "alone", {"restartPolicy": "Never", "containers": [{
+        "name": "pytorch", "image": trainer_image(), "args": ["--dataset", "synthetic", "--rdzv-timeout", "600"],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}}]})
+    try:
+        wait_for(lambda: core.read_namespaced_pod("alone", NS).status.phase == "Running", 120, "alone to run")
+        pid = container_pid(core.read_namespaced_pod("alone", NS).status.container_statuses[0].container_id)
+        wait_for(lambda: procfs.listening(pid, port), 120, f"rank 0 to listen on {port} in its pod")
+        assert procfs.handles(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
+
+        def terminated():
+            status = core.read_namespaced_pod("alone", NS).status.container_statuses[0]
+            return status.state.terminated
+
+        ended = wait_for(terminated, 60, "the trainer to end on SIGTERM")
+        assert ended.exit_code == 143, ended
+        assert _safe_log(cluster, "alone").splitlines()[-1] == ("trainer (rank 0): SIGTERM before training began; "
+                                                                "exiting 143 with nothing to save")
+    finally:
+        _gone(cluster, "alone")

@@ -5,24 +5,8 @@ import signal
 
 import pytest
 
-from tests.support import trainer_procs
+from tests.support import procfs, trainer_procs
 from tests.support.waiting import wait_for
-
-
-def handles_sigterm(pid: int) -> bool:
-    """Whether the process has a handler for SIGTERM (its SigCgt mask), as the kernel sees it."""
-    status = open(f"/proc/{pid}/status").read()
-    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
-    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
-
-
-def listening(port: int) -> bool:
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in open(table).read().splitlines()[1:]:
-            local, state = row.split()[1], row.split()[3]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
 
 
 @pytest.mark.parametrize("when", ["torch loads", "rank 0 waits for rank 1"])
@@ -33,10 +17,10 @@ def test_sigterm_before_training_exits_143_at_once_with_nothing_written(tmp_path
     proc = trainer_procs.trainer([*trainer_procs.ARGS, "--rdzv-timeout", "600", "--output-dir", str(out)],
                                  trainer_procs.operator_env(0, 2, port))
     try:
-        wait_for(lambda: proc.poll() is not None or handles_sigterm(proc.pid), 30, "the trainer to handle SIGTERM",
+        wait_for(lambda: proc.poll() is not None or procfs.handles(proc.pid, signal.SIGTERM), 30, "the trainer to handle SIGTERM",
                  interval=0.01)
         if when == "rank 0 waits for rank 1":
-            wait_for(lambda: proc.poll() is not None or listening(port), 120, f"rank 0 to listen on {port}")
+            wait_for(lambda: proc.poll() is not None or procfs.listening(proc.pid, port), 120, f"rank 0 to listen on {port}")
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     finally:
