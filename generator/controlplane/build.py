@@ -169,7 +169,7 @@ def _build(group: str, folder: Path, say) -> None:
     try:
         if group == "kubernetes":
             say(f"building {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes into {folder} (once per "
-                "machine; 10-20 minutes on 2 cores)")
+                "machine; about 5 minutes on 2 cores)")
             _go([go, "build", "-ldflags", _ldflags(), "-o", str(staging) + "/",
                  *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE,
                 {**os.environ, "GOFLAGS": "-mod=mod"})

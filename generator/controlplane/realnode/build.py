@@ -162,7 +162,7 @@ def _build(group: str, folder: Path, say) -> None:
     try:
         if group in ("kubelet", "kube-proxy"):
             say(f"building the {group} from k8s.io/kubernetes {build.kube_version()} into {folder} (once per machine; "
-                "a few minutes after the control plane's build)")
+                "under a minute after the control plane's build)")
             # In a copy of the control plane's module: the kubelet's packages add go.sum lines, which must not
             # change the module the control plane's binaries are keyed by (that would rebuild them all).
             module = staging / "module"
@@ -174,13 +174,13 @@ def _build(group: str, folder: Path, say) -> None:
             shutil.rmtree(module)
         elif group == "containerd":
             say(f"building containerd, containerd-shim-runc-v2 and ctr from {CONTAINERD_MODULE}@{containerd_version()} "
-                f"into {folder} (once per machine; about 5 minutes on 2 cores)")
+                f"into {folder} (once per machine; about a minute on 2 cores)")
             _go([go, "build", "-tags", CONTAINERD_TAGS, "-o", str(staging) + "/",
                        *[f"{CONTAINERD_MODULE}/cmd/{c}" for c in CONTAINERD_BINARIES]], CONTAINERD_MODULE_DIR,
                       {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"})
         elif group == "coredns":
             say(f"building CoreDNS from {COREDNS_MODULE}@{build.required(COREDNS_MODULE_DIR / 'go.mod', COREDNS_MODULE)} "
-                f"into {folder} (once per machine; about 3 minutes on 2 cores)")
+                f"into {folder} (once per machine; about a minute on 2 cores)")
             _go([go, "build", "-trimpath", "-o", str(staging / COREDNS), "."], COREDNS_MODULE_DIR,
                 {**os.environ, "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"})
         else:
