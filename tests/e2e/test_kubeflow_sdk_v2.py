@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -53,6 +54,7 @@ def sdk(cluster, *args: str) -> dict:
 def jobs(cluster, tmp_path_factory):
     """sdkjob from `generator submit` and helmjob from `helm install`, started together in a
     namespace of this module's own."""
+    from generator.cluster.ops import RUNTIME_UNSEEN
     from generator.controlplane import build, operator
     from generator.controlplane.layout import Layout
 
@@ -64,8 +66,22 @@ def jobs(cluster, tmp_path_factory):
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
     helm = [str(build.binary(build.HELM_BINARY))]
     env = operator.helm_env(Layout(cluster.dir))
-    done = subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
-                           str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True, timeout=120)
+
+    def install():
+        return subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
+                               str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    done = install()
+    # Trainer's webhook looks the runtime up in its informer cache, which may not yet hold the one the
+    # chart's hook created a moment before (kubeflow/trainer checks runtimeRef there): a user installs
+    # again, as `generator submit` asks again itself. Any other refusal fails here.
+    for _ in range(5):
+        if done.returncode == 0 or RUNTIME_UNSEEN not in done.stderr:
+            break
+        subprocess.run([*helm, "uninstall", "helmjob", "-n", NS], env=env, capture_output=True, timeout=120)
+        time.sleep(2)
+        done = install()
     assert done.returncode == 0, done.stderr
     try:
         yield ("sdkjob", "helmjob")
