@@ -8,7 +8,6 @@ import torch
 import torch.distributed as dist
 
 from .distributed import Launch
-from .sigterm import EXIT as SIGTERM_EXIT  # noqa: F401 (the loop's exit code is the same)
 
 
 class Stop:

@@ -17,7 +17,8 @@ from .distributed import Launch
 from .evaluation import autocast, evaluate, prepare
 from .model import Net
 from .progress import Progress
-from .stopping import SIGTERM_EXIT, Stop, StopAgreement
+from .sigterm import EXIT as SIGTERM_EXIT
+from .stopping import Stop, StopAgreement
 
 
 def load_data(cfg: Config, launch: Launch) -> tuple[data.Split, data.Split]:

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, procfs
 
 pytestmark = pytest.mark.e2e
 
@@ -104,9 +104,7 @@ def test_the_registry_holds_every_image_the_charts_name(registry):
 def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(registry):
     host, port = registry.address.split(":")
     assert host == "127.0.0.1"
-    listening = [line.split()[1] for path in ("/proc/net/tcp", "/proc/net/tcp6")
-                 for line in open(path).read().splitlines()[1:] if line.split()[3] == "0A"]
-    assert [a for a in listening if int(a.rsplit(":", 1)[1], 16) == int(port)] == ["0100007F:" + f"{int(port):04X}"]
+    assert procfs.listening_addresses(int(port)) == ["0100007F:" + f"{int(port):04X}"]
     # Another user of the machine can connect, but without the client certificate TLS goes no further.
     context = ssl.create_default_context(cafile=str(registry.certs / "ca.crt"))
     with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):

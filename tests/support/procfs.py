@@ -13,11 +13,14 @@ def handles(pid: int, signum: int) -> bool:
     return bool(int(caught, 16) & (1 << (signum - 1)))
 
 
+def listening_addresses(port: int, pid: int | str = "self") -> list[str]:
+    """The local addresses (as /proc writes them, `0100007F:1F90`) of the TCP sockets listening on
+    `port` in the network namespace of `pid`."""
+    return [fields[1] for table in ("tcp", "tcp6")
+            for fields in (row.split() for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:])
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port]
+
+
 def listening(pid: int, port: int) -> bool:
     """Whether a TCP socket listens on `port` in the network namespace of `pid`."""
-    for table in ("tcp", "tcp6"):
-        for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = row.split()
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                return True
-    return False
+    return bool(listening_addresses(port, pid))
