@@ -51,7 +51,7 @@ def image_option(fn):
     from generator.container.programs import CODE_PATH
 
     return click.option("--image", "aliases", multiple=True, metavar="REPO[:TAG]=host|DIR[:PATH]|KNOWN", callback=_aliases,
-                        help="What images of REPO are here; repeatable. `run` and the process node take every tag of "
+                        help="What images of REPO are here; repeatable. `run` takes every tag of "
                              "REPO: `host`, your own code, its command run by this machine's python, torchrun, bash and "
                              "sh on this machine's files; DIR[:PATH], the same, and the folder DIR is what the image "
                              f"holds at PATH (default: the container's workingDir, else {CODE_PATH}), so "
@@ -59,7 +59,7 @@ def image_option(fn):
                              "known image (your build or mirror of the trainer). The real node pulls REPO:TAG (default "
                              "latest) from the registry on this machine, which `cluster up` gives DIR laid over REPO:TAG "
                              "from your engine's store, else over the torch runtime image, or a copy of KNOWN; `host` "
-                             "needs the process node.")(fn)
+                             "is `run`'s alone (the node runs images).")(fn)
 
 
 CHARTS = ("pytorchjob", "pytorch-operator")

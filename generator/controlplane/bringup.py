@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from generator.container import ports
-from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
+from generator.controlplane import components, network, operator, pki, processes, storage
 from generator.controlplane import kueue_release as kueue_release_
 from generator.controlplane import trainer_release as trainer_release_
+from generator.controlplane.realnode import node_name
 
 if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
@@ -56,7 +57,7 @@ def certificates(sup: Supervisor) -> None:
     sup.config = components.ControlPlane(
         sup.layout, sup.network.gateway, sup.network.bridge, sup.network.cidr,
         components.Ports(etcd=free(), etcd_peer=free(), apiserver=free(), controller_manager=free(), scheduler=free()),
-        kubelet.node_name(), sup.node.with_images(_operator_images(sup.operator_values or {})))
+        node_name(), sup.node)
     ca = pki.Authority(sup.layout.pki)
     for cert in components.certificates(sup.config):
         ca.issue(cert.stem, cert.cn, org=cert.org, server=cert.server, ips=list(cert.ips), also_client=cert.also_client)
@@ -98,20 +99,11 @@ def kube_scheduler(sup: Supervisor) -> None:
 
 
 def node(sup: Supervisor) -> None:
-    from kubernetes import client
-
-    # What the node is started with, kept for `cluster up` on a running cluster (its images are fixed).
+    # What the node is started with, kept for `cluster up` on a running cluster.
     sup.save(node_options=sup.config.node)
-    if sup.node.kind == "real":
-        from generator.controlplane.realnode import node as real_node
+    from generator.controlplane.realnode import node as real_node
 
-        real_node.start(sup)
-        return
-    name = sup.config.node_name
-    child = sup.start(components.kubelet(sup.config))
-    core = client.CoreV1Api(operator.admin_client(sup.layout))
-    processes.wait_until(lambda: _node_ready(core, name), 120, f"node {name} to be Ready", child)
-    sup.save(node=name, operator=None)
+    real_node.start(sup)
 
 
 def default_storage(sup: Supervisor) -> None:
@@ -268,21 +260,3 @@ def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = Fa
     if not (with_operator or with_trainer or with_kueue):
         left_out.add(releases_ready)
     return ordered(s for s in STEPS if s.run not in left_out)
-
-
-def _operator_images(values: dict) -> dict[str, str]:
-    """The operator chart's images as the kubelet should run them, whatever mirror the values name."""
-    from generator.container import programs
-
-    deployment = next(o for o in operator.render(values) if o["kind"] == "Deployment")
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    aliases = {programs.repository(container["image"]): programs.of("operator").repository}
-    for arg in container.get("args") or []:
-        if arg.startswith("--pytorch-init-container-image="):
-            aliases[programs.repository(arg.split("=", 1)[1])] = programs.of("init").repository
-    return aliases
-
-
-def _node_ready(core, name: str) -> bool:
-    conditions = core.read_node_status(name).status.conditions or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from generator import helm, paths
-from generator.controlplane import build, kubelet, kueue_release, registry, trainer_release
+from generator.controlplane import build, kueue_release, registry, trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
@@ -40,6 +40,20 @@ STAND_IN_PROGRAMS = ("busybox", "dash", "nslookup")  # the alpine stand-in's, fr
 ALPINE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # as alpine's image sets it
 CURL_USER = "100:101"  # curlimages/curl's curl_user
 TORCH_REPOSITORY = "docker.io/pytorch/pytorch"
+
+# apk in the alpine stand-in: what sits beside it already (the cluster's kubectl) is installed; anything
+# else is not there to install, as for an alpine without network.
+APK = """#!/bin/sh
+[ "$1" = add ] || { echo "apk $1: not available in this image (no network to install from)" >&2; exit 1; }
+shift
+packages=""
+for pkg in "$@"; do
+  case "$pkg" in -*) continue;; esac
+  [ -x "$(dirname "$0")/$pkg" ] || { echo "ERROR: unable to select packages: $pkg (no such package)" >&2; exit 1; }
+  packages="$packages $pkg"
+done
+echo "OK:$packages already here (no network to install from)"
+"""
 
 
 def _images(objects) -> list[str]:
@@ -186,7 +200,7 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show,
     elif made.kind == "busybox":
         engine_.install(list(STAND_IN_PROGRAMS), say)
         stamp += "".join(hashlib.sha256(Path(shutil.which(p)).read_bytes()).hexdigest() for p in STAND_IN_PROGRAMS)
-        stamp += str(binaries["kubectl"]) + kubelet.APK  # kubectl's folder is named by what it is built from
+        stamp += str(binaries["kubectl"]) + APK  # kubectl's folder is named by what it is built from
     else:
         args["BASE"] = trainer_image if made.kind == "torch" else base.ensure(eng, say, show)
         stamp += eng.image_id(args["BASE"]) or ""
@@ -207,7 +221,7 @@ def _made(eng: engine_.Engine, made: Made, binaries: dict[str, Path], say, show,
             # Trainer's runtimes installer runs `apk add kubectl` and then kubectl: no Alpine repository is
             # reachable, so the image holds the cluster's own kubectl and an apk that finds it there.
             _with_libraries(binaries["kubectl"], context / "rootfs", "usr/bin/kubectl")
-            (context / "rootfs" / "usr" / "bin" / "apk").write_text(kubelet.APK)
+            (context / "rootfs" / "usr" / "bin" / "apk").write_text(APK)
             (context / "rootfs" / "usr" / "bin" / "apk").chmod(0o755)
         say(f"building {made.name} ({made.kind}) with {eng.name}")
         recipe.ensure(eng, job, show=show)

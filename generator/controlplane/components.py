@@ -4,7 +4,6 @@ process or writes a file; bringup.py does, in order. The certificates' paths are
 the cluster's folder (pki.files), so a builder names them before they exist."""
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,16 +209,6 @@ def kube_scheduler(cfg: ControlPlane) -> Component:
     path, files = _client_kubeconfig(cfg, name, name)
     return Component(name, [str(build.binary(name)), *_authenticated(path), "--bind-address=127.0.0.1",
                             f"--secure-port={cfg.ports.scheduler}", "--leader-elect=false"], files=files)
-
-
-def kubelet(cfg: ControlPlane) -> Component:
-    """The process kubelet, the one node; its options as one JSON argument (state.NodeOptions)."""
-    _, files = _client_kubeconfig(cfg, "kubelet", f"kubelet-{cfg.node_name}")
-    return Component("kubelet", [
-        sys.executable, "-m", "generator.controlplane.kubelet", str(cfg.layout.root), f"--server={cfg.server}",
-        f"--node-name={cfg.node_name}", f"--bridge={cfg.bridge}", f"--pod-cidr={cfg.pod_cidr}",
-        f"--node={cfg.node.encode()}",
-    ], env={"PYTHONUNBUFFERED": "1"}, files=files)
 
 
 def helm_env(layout: Layout) -> dict[str, str]:

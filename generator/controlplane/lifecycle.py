@@ -22,66 +22,10 @@ def running(layout: Layout) -> ClusterState | None:
     return None
 
 
-def same_images(layout: Layout, current: ClusterState, asked: dict[str, str]) -> None:
-    """`cluster up --image` on a cluster that runs already: its node keeps the map it started with,
-    so a mapping it lacks is refused rather than ignored (pods would stay in ImagePullBackOff). The
-    node step keeps that map in the state as it starts the node; a state without it knows of no
-    mapping missing."""
-    known = current.node_options.images if current.node_options else None
-    missing = {k: v for k, v in asked.items() if known is not None and known.get(k) != v}
-    if missing:
-        listing = ", ".join(f"{k}={v}" for k, v in sorted(missing.items()))
-        raise UserError(f"a cluster runs in {layout.root} already, and its node was started without --image {listing}; "
-                        "a node's images are fixed when it starts: run `python -m generator cluster down`, then "
-                        "`cluster up` with every --image it needs")
-
-
-def node_kind(current: ClusterState | None) -> str | None:
-    """Which node a cluster runs: the kind it was started with, else (a state that has not kept its
-    node options) the one its processes show, the real one running containerd beside its kubelet;
-    None before its node starts."""
-    if current is None:
-        return None
-    if current.node_options:
-        return current.node_options.kind
-    return ("real" if "containerd" in current.processes else "process") if "kubelet" in current.processes else None
-
-
-def choose_node(asked: str | None, running: str | None = None, where: Path | None = None,
-                process_only: str | None = None, cannot=lambda install: None) -> tuple[str, str | None]:
-    """The node `cluster up` starts (or `cluster build` builds), and the line it says about it (None
-    when --node named it). `asked` is --node's value (None: not given); `running` the kind of the
-    cluster running in `where`, which keeps its node; `process_only` why the options given need the
-    process node; `cannot(install)` why the real node cannot run here (None when it can), installing
-    the packages it lacks when `install` and the real node's start would install them anyway."""
-    if running:
-        if asked and asked != running:
-            raise UserError(f"the cluster in {where} runs the {running} node; run `python -m generator cluster down "
-                            f"--dir {where}` first for the {asked} node")
-        if running == "real" and process_only:
-            raise UserError(f"{process_only}, and the cluster in {where} runs the real node; run `python -m generator "
-                            f"cluster down --dir {where}` first for the process node")
-        return running, None if asked else f"node: {running} (the node of the cluster running in {where})"
-    if asked == "process":
-        return "process", None
-    if asked == "real":
-        reason = cannot(False)
-        if reason:
-            raise UserError(f"--node real: {reason}, or use `--node process`")
-        return "real", None
-    reason = process_only or cannot(True)
-    if reason:
-        return "process", f"node: process ({reason}; --node process chooses it without this line)"
-    from generator.controlplane.realnode import support
-
-    return "real", f"node: real ({support.RUNS}; --node process runs pods as processes of this machine)"
-
-
-def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | None:
-    """Why the real node cannot run on this machine (for the cluster in `layout`, whose folder must
-    hold its sockets), with what to change; None when it can. With `install`, runc, iptables and
-    the CNI plugins are installed here when missing, as the node's start would, and a failed install is the
-    reason."""
+def check_machine(layout: Layout | None, say=print) -> None:
+    """Refused, naming what is missing and how to get it, where the node cannot run on this machine
+    (for the cluster in `layout`, whose folder holds its sockets). runc, iptables and the CNI
+    plugins are installed here when missing, as root with apt-get; a failed install is the reason."""
     from generator.controlplane.realnode import build as real_build
     from generator.controlplane.realnode import config as real_config
     from generator.controlplane.realnode import support
@@ -93,19 +37,20 @@ def real_node_cannot(layout: Layout | None, install: bool, say=print) -> str | N
             real_config.check_sockets(real_config.Folders.of(layout))
         except ValueError as exc:
             reason = str(exc)
-    if reason is None and install and support.installs_packages(machine):
+    if reason is None and support.installs_packages(machine):
         try:
             real_build.host_packages(say)
         except UserError as exc:
             failed = str(exc).splitlines()[0].rstrip(":")
-            reason = (f"the real node needs runc, iptables and the CNI plugins, and installing them failed ({failed}): install "
-                      f"{' and '.join(real_build.PACKAGES)} yourself")
-    return reason
+            reason = (f"the node needs runc, iptables and the CNI plugins, and installing them failed ({failed}): "
+                      f"install {' and '.join(real_build.PACKAGES)} yourself")
+    if reason:
+        raise UserError(f"the local cluster's node ({support.RUNS}) cannot run here: {reason}")
 
 
 def _publish(images: dict[str, str], say):
-    """The registry's images, made once per machine like the binaries, and pushed with the real
-    node's `--image` ones: before the timeout. The registry, started."""
+    """The registry's images, made once per machine like the binaries, and pushed with the node's
+    `--image` ones: before the timeout. The registry, started."""
     from generator.controlplane import chart_images, registry, user_images
 
     reg = registry.start(say=say)
@@ -114,67 +59,63 @@ def _publish(images: dict[str, str], say):
 
 
 def _check_held(reg, values_file: str, values: dict) -> None:
-    """On the real node, the operator's images as the user's values name them must be in the registry."""
+    """The operator's images as the user's values name them must be in the registry the node pulls from."""
     from generator.controlplane import chart_images
 
     lacking = chart_images.not_held(reg, values)
     if lacking:
         image = lacking[0]
-        raise UserError(f"-f {values_file}: the real node pulls {image} from the registry on this machine, which does "
+        raise UserError(f"-f {values_file}: the node pulls {image} from the registry on this machine, which does "
                         f"not hold it, so the operator would never start; put it there first: `python -m generator "
                         f"image load {image}` (from podman's store or an archive), or `python -m generator image load "
-                        f"IMAGE --as {image}` for your mirror of an image it holds; or use `--node process`")
+                        f"IMAGE --as {image}` for your mirror of an image it holds")
 
 
-def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
-       operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
-    current = running(layout)
-    if current:
-        if current.phase != "ready":
-            raise UserError(f"a cluster in {layout.root} is {current.phase}"
-                            + (f" ({current.error})" if current.error else "")
-                            + "; run `python -m generator cluster down` first")
-        if trainer and not current.trainer:
-            raise UserError(f"the cluster in {layout.root} runs without Kubeflow Trainer; run `python -m generator "
-                            "cluster down`, then `cluster up --trainer`")
-        if kueue and not current.kueue:
-            raise UserError(f"the cluster in {layout.root} runs without Kueue; run `python -m generator cluster down`, "
-                            "then `cluster up --kueue`")
-        if current.node_options and current.node_options.kind == "real":
-            if node and node.images:
-                _publish(node.images, say)  # pulled anew: the node's map is the registry
-        else:
-            same_images(layout, current, (node or NodeOptions()).images)
-        return current
-    if values_file and not Path(values_file).is_file():
+def _again(layout: Layout, current: ClusterState, node: NodeOptions, trainer: bool, kueue: bool, say) -> ClusterState:
+    """`cluster up` on a cluster that runs: what it lacks is refused with the way to get it; new
+    `--image` folders are pushed (the node pulls them anew)."""
+    if current.phase != "ready":
+        raise UserError(f"a cluster in {layout.root} is {current.phase}"
+                        + (f" ({current.error})" if current.error else "")
+                        + "; run `python -m generator cluster down` first")
+    for asked, there, flag, what in ((trainer, current.trainer, "--trainer", "Kubeflow Trainer"),
+                                     (kueue, current.kueue, "--kueue", "Kueue")):
+        if asked and not there:
+            raise UserError(f"the cluster in {layout.root} runs without {what}; run `python -m generator "
+                            f"cluster down`, then `cluster up {flag}`")
+    started = current.node_options
+    if started is not None:
+        shown = lambda value: "unset" if value is None else value  # noqa: E731
+        changed = [f"{flag} {shown(asked)} (it runs with {shown(had)})" for flag, asked, had in (
+            ("--cpu", node.cpu, started.cpu), ("--memory", node.memory, started.memory),
+            ("--gpus", node.gpus, started.gpus), ("--pod-security", node.pod_security, started.pod_security))
+            if asked != had]
+        if changed:
+            raise UserError(f"the cluster in {layout.root} runs already, and its node was started otherwise: "
+                            f"{'; '.join(changed)}; run `python -m generator cluster down --dir {layout.root}`, then "
+                            "`cluster up` with the node's options")
+    if node.images:
+        _publish(node.images, say)
+    return current
+
+
+def _operator_values(values_file: str | None) -> dict | None:
+    """The operator's values, every one checked by the chart's schema before anything starts."""
+    if not values_file:
+        return None
+    if not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
-    operator_values = None
-    if values_file:  # every value checked by the chart's schema before anything starts
-        from generator.job import validation, values_io
+    from generator.job import validation, values_io
 
-        operator_values = values_io.load_mapping(values_file)
-        findings = validation.check_operator_values(operator_values, "training-operator").findings
-        if findings:
-            raise UserError(findings, source=values_file)
-    real = node is not None and node.kind == "real"  # what it needs of the machine: choose_node said
-    try:
-        network.check()
-    except network.NetworkError as exc:
-        raise UserError(str(exc)) from None
-    layout.create()  # first: only the user's own cluster folder has its leftovers removed
-    build.ensure(say)
-    reg = _publish(node.images if real else {}, say)  # the process node runs no image: its map stays its own
-    if real and operator and operator_values is not None:
-        _check_held(reg, values_file, operator_values)
-    if real:
-        from generator.controlplane.realnode import build as real_build
+    values = values_io.load_mapping(values_file)
+    findings = validation.check_operator_values(values, "training-operator").findings
+    if findings:
+        raise UserError(findings, source=values_file)
+    return values
 
-        real_build.ensure(say)
-    _leftovers(layout)
-    reused = _old_ca(layout)
-    if reused:
-        say(reused)
-    layout.logs.mkdir(parents=True, exist_ok=True)
+
+def _supervisor_argv(layout: Layout, values_file: str | None, node: NodeOptions, operator: bool, trainer: bool,
+                     kueue: bool, kueue_quota: str | None) -> list[str]:
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
     if values_file:
         argv += ["-f", str(Path(values_file).resolve())]
@@ -186,10 +127,41 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     if kueue:
         kueue_release.checked_chart()  # its chart found before anything starts
         argv += ["--kueue"] + ([f"--kueue-quota={kueue_quota}"] if kueue_quota else [])
-    argv.append(f"--node={(node or NodeOptions()).encode()}")
+    return [*argv, f"--node={node.encode()}"]
+
+
+def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
+       operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
+    node = node or NodeOptions()
+    current = running(layout)
+    if current:
+        return _again(layout, current, node, trainer, kueue, say)
+    operator_values = _operator_values(values_file)
+    try:
+        network.check()
+    except network.NetworkError as exc:
+        raise UserError(str(exc)) from None
+    layout.create()  # first: only the user's own cluster folder has its leftovers removed
+    build.ensure(say)
+    reg = _publish(node.images, say)
+    if operator and operator_values is not None:
+        _check_held(reg, values_file, operator_values)
+    from generator.controlplane.realnode import build as real_build
+
+    real_build.ensure(say)
+    _leftovers(layout)
+    reused = _old_ca(layout)
+    if reused:
+        say(reused)
+    layout.logs.mkdir(parents=True, exist_ok=True)
+    argv = _supervisor_argv(layout, values_file, node, operator, trainer, kueue, kueue_quota)
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
+    return _wait_ready(layout, proc, timeout)
+
+
+def _wait_ready(layout: Layout, proc: subprocess.Popen, timeout: float) -> ClusterState:
     end = time.monotonic() + timeout
     try:
         while time.monotonic() < end:
@@ -245,7 +217,6 @@ def status(layout: Layout) -> dict:
     if alive:
         report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})
-    report["node_kind"] = node_kind(current)
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})

@@ -1,7 +1,7 @@
 """The local cluster's network: a Linux bridge whose first address is the API server's and the
-node's, a /24 of pod addresses behind it, and one network namespace per pod (the kubelet's
-sandbox), joined to the bridge by a veth pair. Pods get their own IPs and ports, as on a
-cluster, and the API server reaches webhooks and probes at those IPs."""
+node's, and a /24 of pod addresses behind it (the node's network namespace and its pods' veths:
+realnode/netns.py). Pods get their own IPs and ports, as on a cluster, and the API server reaches
+webhooks and probes at those IPs."""
 from __future__ import annotations
 
 import contextlib
@@ -71,11 +71,6 @@ class PodNetwork:
         """The bridge's address: the API server listens here and it is the node's InternalIP."""
         return str(self.subnet.network_address + 1)
 
-    @property
-    def prefix(self) -> str:
-        """Network namespaces of this cluster's pods are named with it."""
-        return f"{self.bridge}-"
-
     @classmethod
     def for_cluster(cls, root: Path) -> PodNetwork:
         """The same bridge and subnet for the same folder, moved on from any /24 this machine
@@ -97,65 +92,10 @@ class PodNetwork:
 
     # --- the bridge --------------------------------------------------------------------------
     def create(self) -> None:
-        self.delete()  # a crashed cluster's bridge and sandboxes
+        self.delete()  # a crashed cluster's bridge
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
 
     def delete(self) -> None:
-        for name in self.sandboxes():
-            _ip("netns", "delete", name, check=False)
         _ip("link", "delete", self.bridge, check=False)
-
-    def sandboxes(self) -> list[str]:
-        try:
-            return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(self.prefix))
-        except OSError:
-            return []
-
-    # --- a pod's sandbox ---------------------------------------------------------------------
-    def sandbox_name(self, uid: str) -> str:
-        return self.prefix + uid
-
-    def add_sandbox(self, uid: str, address: str) -> Path:
-        """A network namespace with loopback and eth0 at `address`, routed through the bridge."""
-        name = self.sandbox_name(uid)
-        veth = "pjv" + hashlib.sha256(name.encode()).hexdigest()[:12]  # interface names stop at 15 characters
-        _ip("netns", "delete", name, check=False)
-        _ip("link", "delete", veth, check=False)
-        _ip("netns", "add", name)
-        try:
-            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name)
-            _ip("link", "set", veth, "master", self.bridge, "up")
-            _ip("-n", name, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0")
-            _ip("-n", name, "link", "set", "eth0", "up")
-            _ip("-n", name, "link", "set", "lo", "up")
-            _ip("-n", name, "route", "add", "default", "via", self.gateway)
-        except NetworkError:
-            self.remove_sandbox(uid)
-            raise
-        return NETNS_DIR / name
-
-    def remove_sandbox(self, uid: str) -> None:
-        _ip("netns", "delete", self.sandbox_name(uid), check=False)  # its veth pair goes with it
-
-
-class Addresses:
-    """The pod IPs of a node's /24: the gateway keeps .1, pods take the rest, each freed when its
-    sandbox goes."""
-
-    def __init__(self, network: PodNetwork):
-        self.free = [str(ip) for ip in list(network.subnet.hosts())[1:]]
-        self.taken: dict[str, str] = {}
-
-    def take(self, uid: str) -> str:
-        if uid not in self.taken:
-            if not self.free:
-                raise NetworkError(f"no pod address left in {len(self.taken)} pods")
-            self.taken[uid] = self.free.pop(0)
-        return self.taken[uid]
-
-    def give_back(self, uid: str) -> None:
-        address = self.taken.pop(uid, None)
-        if address:
-            self.free.append(address)  # at the end: an address is not reused while others are free

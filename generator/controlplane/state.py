@@ -2,12 +2,12 @@
 
 `ClusterState` is what the supervisor writes to DIR/state.json as it brings the cluster up, and
 what `cluster up`, `status` and `down` read back. `NodeOptions` is what `cluster up` was asked for
-the node (capacity, image aliases); it travels supervisor -> kubelet as one JSON argument."""
+the node (capacity, images, Pod Security); it travels `cluster up` -> supervisor as one JSON argument."""
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from generator.controlplane.network import PodNetwork
@@ -17,7 +17,8 @@ from generator.errors import UserError
 # refused by name instead of being half-read. Version 1 is the untyped file, which had no version.
 # Version 5 added node_options: an older file is refused with the way out (`cluster down`) rather than
 # read as a node with no images, which would let `cluster up --image` pass a mapping the node lacks.
-VERSION = 5
+# Version 6 dropped the node's kind (one node kind is left: the kubelet with containerd and runc).
+VERSION = 6
 LIVE_PHASES = ("starting", "ready", "degraded")
 
 
@@ -27,17 +28,15 @@ class StateError(UserError):
 
 @dataclass(frozen=True)
 class NodeOptions:
-    """The process node as `cluster up` describes it: capacity (None: this machine's) and images
-    to run as known ones (repository -> known image's repository)."""
+    """The node as `cluster up` describes it: its allocatable CPU and memory (None: what this
+    machine has, as its kubelet measures it), the nvidia.com/gpu it advertises, and the images
+    `--image` puts into the registry (REPO:TAG -> DIR[:PATH])."""
     cpu: str | None = None
     memory: str | None = None
     gpus: int = 0
     images: dict[str, str] = field(default_factory=dict)
     # The Pod Security Standard enforced in every namespace that does not choose its own by label.
     pod_security: str = "baseline"
-    # Which node runs the pods: "process" (the process kubelet) or "real" (the kubelet, containerd
-    # and runc: realnode/, pulling from the registry on this machine).
-    kind: str = "process"
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -53,10 +52,6 @@ class NodeOptions:
         if not isinstance(options.gpus, int) or not isinstance(options.images, dict):
             raise ValueError(f"--node {text!r}: gpus must be an integer and images an object")
         return options
-
-    def with_images(self, images: dict[str, str]) -> NodeOptions:
-        """These options with more aliases; the user's own win over the ones added."""
-        return replace(self, images={**images, **self.images})
 
 
 @dataclass(frozen=True)

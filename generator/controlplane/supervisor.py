@@ -92,18 +92,18 @@ class Supervisor:
         self.stopping.set()
         for name in bringup.stop_order():
             child = self.children.get(name)
-            if name == "containerd" and child is not None and child.alive():  # the real node's containers end first
+            if name == "containerd" and child is not None and child.alive():  # the node's containers end first
                 from generator.controlplane.realnode import node as real_node
 
                 real_node.stop_containers(self.layout)
             if child is not None:
-                child.stop(grace=30 if name == "kubelet" else 10)  # the kubelet first stops every pod
-        if self.node.kind == "real":  # its containers, mounts, cgroups and the kernel settings it changed
-            from generator.controlplane.realnode import host
+                child.stop(grace=30 if name == "kubelet" else 10)
+        # The node's containers, mounts, cgroups and the kernel settings it changed.
+        from generator.controlplane.realnode import host
 
-            done, problems = host.teardown(self.layout.root)
-            for line in [*done, *(f"warning: {p}" for p in problems)]:
-                print(f"real node: {line}", flush=True)
+        done, problems = host.teardown(self.layout.root)
+        for line in [*done, *(f"warning: {p}" for p in problems)]:
+            print(f"node: {line}", flush=True)
         if self.network is not None:
             self.network.delete()
         self.save(phase="stopped")

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from generator.controlplane import network, processes, state
-from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout, started_by
 from generator.errors import UserError
 
@@ -155,9 +154,6 @@ def _kill_strays(layout: Layout, warn=_warn, killed: set[int] | None = None) -> 
     for stray in strays(layout.root):  # a pod's process whose kubelet died before it
         if stray not in killed and _group(stray) not in killed:
             _killed(f"pid {stray} (left behind", _kill(stray), stopped, warn, stray, killed)
-    # A pod's process that dropped the marker from its env or left its session is still in its cgroup.
-    stopped += [f"pid {pid} (a pod's, left behind, killed)" for pid in cgroups.kill_cluster(layout.root)
-                if pid not in killed and _group(pid) not in killed]
     return stopped
 
 
@@ -169,7 +165,7 @@ def _group(pid: int) -> int | None:
 
 
 def _remove_network(pods: network.PodNetwork) -> list[str]:
-    if pods.sandboxes() or Path(f"/sys/class/net/{pods.bridge}").exists():
+    if Path(f"/sys/class/net/{pods.bridge}").exists():
         try:
             pods.delete()
             return [f"pod network {pods.bridge} (left behind, removed)"]

@@ -114,9 +114,9 @@ def shell(tmp_path, tmp_path_factory):
 def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatch):
     from generator import paths
     from generator.controlplane import build
-    from generator.controlplane.kubelet import node_name
     from generator.controlplane.layout import MARK_FILE
     from generator.controlplane.realnode import build as real_build
+    from generator.controlplane.realnode import node_name
 
     workdir, env = shell
     cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()

@@ -42,7 +42,7 @@ def _diagnose(command: str, workdir, env) -> str:
 
 def test_the_readme_kueue_block_prints_what_the_readme_shows(shell):
     from generator import paths
-    from generator.controlplane.kubelet import node_name
+    from generator.controlplane.realnode import node_name
 
     workdir, env = shell
     (workdir / "runs").mkdir(exist_ok=True)

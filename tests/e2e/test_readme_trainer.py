@@ -28,7 +28,7 @@ BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
 
 def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):
     from generator import paths
-    from generator.controlplane.kubelet import node_name
+    from generator.controlplane.realnode import node_name
 
     workdir, env = shell
     cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()

@@ -91,21 +91,40 @@ def _trainer_threads(tmp_path: Path, env: dict, preexec=None) -> int:
     return json.loads((out / "metrics.json").read_text())["threads"]
 
 
+def _cpu_cgroup(name: Path) -> Path | None:
+    """A new cgroup with the cpu controller (v1's cpu hierarchy, or v2 where it holds cpu); None without one."""
+    from generator.controlplane.realnode import cgroups, host
+
+    for hierarchy in host.hierarchies():
+        v1 = (hierarchy / "cpu.cfs_quota_us").exists()
+        v2 = "cpu" in ((hierarchy / "cgroup.controllers").read_text().split()
+                       if (hierarchy / "cgroup.controllers").exists() else [])
+        if (v1 or v2) and os.access(hierarchy, os.W_OK):
+            if v2:
+                (hierarchy / "cgroup.subtree_control").write_text("+cpu")
+            folder = hierarchy / cgroups.cluster_name(name)
+            folder.mkdir(exist_ok=True)
+            return folder
+    return None
+
+
 @pytest.mark.trains
 def test_the_trainer_runs_as_many_threads_as_its_cpu_limit_allows(tmp_path):
-    from generator.controlplane.kubelet import cgroups
+    from generator.controlplane.realnode import cgroups
 
-    where = cgroups.Hierarchies.find()
-    if os.geteuid() != 0 or where.cpu is None:
+    container = _cpu_cgroup(tmp_path / "cgroup-name")
+    if os.geteuid() != 0 or container is None:
         pytest.skip("needs root and a writable cpu cgroup")
-    container = cgroups.Container(where, cgroups.cluster_name(tmp_path), "pod-uid", "trainer")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LOCAL_WORLD_SIZE")}
     try:
-        assert container.create(None, 1000) == []  # resources.limits.cpu: 1
-        assert _trainer_threads(tmp_path, env, container.join) == 1
+        # resources.limits.cpu: 1, as runc writes it for the kubelet: a CFS quota of one period.
+        quota = ("cpu.max", "100000 100000") if (container / "cpu.max").exists() else ("cpu.cfs_quota_us", "100000")
+        (container / quota[0]).write_text(quota[1])
+        join = lambda: (container / "cgroup.procs").write_text(str(os.getpid()))  # noqa: E731
+        assert _trainer_threads(tmp_path, env, join) == 1
     finally:
-        container.kill()
-        container.remove()
+        cgroups.kill_tree(container)
+        cgroups.remove_tree(container)
     # The same run outside: this test's own limit, and never more than torch's own default.
     default = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=env,
                              capture_output=True, text=True, check=True).stdout

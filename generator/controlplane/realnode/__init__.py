@@ -1,10 +1,20 @@
-"""A real node for the local cluster (`cluster up`'s default where it can run): the kubelet of the
-control plane's Kubernetes release, containerd v2 and runc run the pods from images, in the
-cluster's own cgroup, on the cluster's bridge. Built only when asked (build.py); configured by pure
-functions (config.py); started as one bring-up step (node.py); undone at `cluster down` (host.py).
-Whether this machine can run it, and why not (support.py), decides the node `cluster up` starts."""
+"""The local cluster's node: the kubelet of the control plane's Kubernetes release, containerd v2
+and runc run the pods from images, in the cluster's own cgroup, on the cluster's bridge. Built
+with the control plane (build.py); configured by pure functions (config.py); started as one
+bring-up step (node.py); undone at `cluster down` (host.py). Whether this machine can run it, and
+what to change where it cannot, is support.py's."""
+from __future__ import annotations
 
-# On the real node's Node object: `diagnose` tells a pull from the registry on this machine, where
+import socket
+
+# On the node's Node object: `diagnose` tells a pull from the registry on this machine, where
 # `image load` is the fix, from a pull on any other cluster.
 NODE_LABEL = "pytorchjob-kit/node"
 NODE_LABEL_VALUE = "real"
+
+
+def node_name() -> str:
+    """This machine's hostname as a Node name (DNS-1123, lower case)."""
+    raw = socket.gethostname().lower()
+    name = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in raw).strip("-.")
+    return name[:63] or "localhost"

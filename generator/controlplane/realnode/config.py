@@ -12,9 +12,8 @@ from pathlib import Path
 import yaml
 
 from generator.controlplane import components, pki
-from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, build, dns, netns
+from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, build, cgroups, dns, netns, support
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 from generator.controlplane.realnode.netns import NodeNetwork
 
@@ -110,6 +109,8 @@ class RealNode:
     runc: Path
     cni_bin: Path
     mirror: Mirror | None = None
+    # What the kubelet keeps from the pods, so that the node's allocatable is `cluster up --cpu/--memory`.
+    reserved: tuple[tuple[str, str], ...] = ()
 
     @property
     def layout(self) -> Layout:
@@ -150,7 +151,7 @@ def check_sockets(folders: Folders) -> None:
     """containerd's sockets live in the cluster's folder; a deep folder cannot hold one."""
     longest = max(folders.sockets(), key=lambda p: len(str(p)))
     if len(str(longest)) > SOCKET_PATH_MAX:
-        raise ValueError(f"the real node's socket {longest} is {len(str(longest))} characters, over the "
+        raise ValueError(f"the node's socket {longest} is {len(str(longest))} characters, over the "
                          f"{SOCKET_PATH_MAX} a unix socket's path may have; give `cluster up --dir` a shorter folder")
 
 
@@ -216,7 +217,8 @@ def kubelet_config(node: RealNode) -> str:
         # Imported images cannot be pulled again: never collected.
         "imageGCHighThresholdPercent": 100,
         # A disk shared with others is never this node's reason to evict.
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "evictionHard": {"memory.available": support.EVICTION_MEMORY, "nodefs.available": "1%", "imagefs.available": "1%"},
+        **({"systemReserved": dict(node.reserved)} if node.reserved else {}),
         "registerNode": True,
     }, sort_keys=False)
 

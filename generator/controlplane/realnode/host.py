@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 from generator.controlplane import network
-from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout, started_by
-from generator.controlplane.realnode import kernel, netns
+from generator.controlplane.realnode import cgroups, kernel, netns
 from generator.controlplane.realnode.config import Folders
 
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one

@@ -1,4 +1,4 @@
-"""The real node's bring-up step (`cluster up --node real`): the node's network namespace,
+"""The node's bring-up step: the node's network namespace,
 containerd with the node's configuration (pulling from the machine's registry), the pause image
 imported into it, CoreDNS, the cluster's cgroup made in every hierarchy, the kernel settings
 recorded, the kubelet until the Node is Ready, then kube-proxy until the `kubernetes` Service
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from generator.container import ports
 from generator.controlplane import operator, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, containerd, dns, host, kernel, proxy
+from generator.controlplane.realnode import build, config, containerd, dns, gpus, host, kernel, proxy, support
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 def describe(sup: Supervisor) -> config.RealNode:
     runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
     free = ports.free_port
+    reserved = support.system_reserved(sup.node, support.Capacity.read())
     return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
-                           mirror())
+                           mirror(), tuple(sorted(reserved.items())))
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
@@ -88,7 +89,10 @@ def start(sup: Supervisor) -> None:
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))
     core = client.CoreV1Api(operator.admin_client(sup.layout))
-    processes.wait_until(lambda: _ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    processes.wait_until(lambda: ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    if sup.node.gpus:
+        gpus.advertise(core, node.name, sup.node.gpus)
+        gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
     services(sup, node)
     sup.save(node=node.name, operator=None)
 
@@ -156,6 +160,7 @@ def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(config.ctr(folders, *args), capture_output=True, text=True, timeout=120)
 
 
-def _ready(core, name: str) -> bool:
+def ready(core, name: str) -> bool:
+    """Whether the Node's Ready condition is True."""
     conditions = core.read_node_status(name).status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)

@@ -1,7 +1,7 @@
-"""Whether the real node can run on this machine, and if not, why and what to change: `cluster up`
-and `cluster build` take it where it can run and fall back to the process node where it cannot
-(lifecycle.choose_node). Each check is a pure function of `Machine`, what `Machine.read` finds here,
-so each reason can be given without the machine that has it. A check only reads: runc and the CNI
+"""Whether the node can run on this machine, and if not, why and what to change (`cluster up` and
+`cluster build` refuse with it: lifecycle.check_machine), and what of `cluster up`'s options the
+node takes. Each check is a pure function of what `Machine.read` and `Capacity.read` find here, so
+each reason can be given without the machine that has it. A check only reads: runc and the CNI
 plugins and iptables count as there when the node's build would install them (build.host_packages)."""
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.controlplane.realnode import build
+from generator.errors import UserError
 
-# What runs the real node's pods, as `cluster up` and `cluster status` name it.
+# What runs the node's pods, as `cluster up` names it.
 RUNS = "kubelet, containerd, runc"
+# The answer to `--node process`, the pods-as-processes node that was retired.
+ONE_NODE = (f"the local cluster has one kind of node, the real one ({RUNS} and kube-proxy, as on your cluster); it "
+            "needs root, writable cgroups, runc, iptables and the CNI plugins (installed from Debian's packages when "
+            "missing): drop --node")
+# The kubelet's memory.available eviction threshold (config.kubelet_config): allocatable memory is what is
+# left of the machine's after it and what the kubelet reserves.
+EVICTION_MEMORY = "100Mi"
 
 
 @dataclass(frozen=True)
@@ -94,16 +102,59 @@ def why_not(machine: Machine) -> str | None:
     return next((reason for check in CHECKS if (reason := check(machine))), None)
 
 
-def process_only(cpu: str | None, memory: str | None, gpus: int, images: dict[str, str]) -> str | None:
-    """What in `cluster up`'s options only the process node takes, said as the reason the real node
-    does not; None when nothing."""
+def hosted_image(images: dict[str, str]) -> str | None:
+    """`--image REPO=host` is `run`'s (this machine's python runs the code); the node runs images."""
     hosted = sorted(ref for ref, target in images.items() if target == "host")
-    if hosted:
-        return (f"--image {hosted[0]}=host runs your code with this machine's python, which only the process node "
-                "does; the real node runs images")
-    sized = [flag for flag, given in (("--cpu", cpu), ("--memory", memory), ("--gpus", gpus)) if given]
-    if sized:
-        verb = "size" if len(sized) > 1 else "sizes"
-        return (f"{' and '.join(sized)} {verb} the process node; the real node offers this machine's CPUs and memory "
-                "as its kubelet measures them")
-    return None
+    if not hosted:
+        return None
+    return (f"--image {hosted[0]}=host runs your code with this machine's python, which only `generator run` does; the "
+            f"node runs images: give your code's folder instead, `--image {hosted[0]}=DIR[:PATH]` (DIR laid over the "
+            "image at PATH, default its workingDir), or put your own image into the registry on this machine "
+            "(`python -m generator image load IMAGE`)")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """This machine's CPUs and memory, as the kubelet measures them (cadvisor: online CPUs, MemTotal)."""
+    cpus: int
+    memory: int  # bytes
+
+    @classmethod
+    def read(cls) -> Capacity:
+        total = 0
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+        return cls(os.cpu_count() or 1, total)
+
+
+def system_reserved(node, machine: Capacity) -> dict[str, str]:
+    """The kubelet's systemReserved that leaves the node's allocatable at `--cpu` and `--memory`
+    (state.NodeOptions); {} when neither is given. More than the machine has is refused, naming the
+    way to test a smaller quota without a smaller node."""
+    from generator.job import quantity
+
+    reserved = {}
+    if node.cpu:
+        asked = quantity.parse(node.cpu)
+        if asked > machine.cpus:
+            _too_much("--cpu", node.cpu, f"{machine.cpus} CPUs")
+        left = round((machine.cpus - asked) * 1000)
+        if left:
+            reserved["cpu"] = f"{left}m"
+    if node.memory:
+        asked = quantity.parse(node.memory)
+        most = machine.memory - quantity.parse(EVICTION_MEMORY)
+        if asked > most:
+            _too_much("--memory", node.memory, f"{most / 2**20:.0f}Mi (its {machine.memory / 2**20:.0f}Mi less the "
+                                               f"kubelet's eviction threshold of {EVICTION_MEMORY})")
+        left = int(most - asked)
+        if left:
+            reserved["memory"] = str(left)
+    return reserved
+
+
+def _too_much(flag: str, value: str, most: str) -> None:
+    raise UserError(f"{flag} {value}: the node's allocatable can be at most what this machine has, {most}; give less, "
+                    "or, to test jobs against a smaller quota than the machine, keep the node whole and use "
+                    "`--kueue --kueue-quota cpu=...,memory=...`")

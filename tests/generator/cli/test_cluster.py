@@ -28,12 +28,11 @@ from tests.support.waiting import wait_for
                                          "write REPO=host"),
     (["--image", "docker.io/my/trainer:1.0=host"], "REPO is an image's repository, with a tag or without, never a "
                                                   "digest, and Docker Hub's names short: write my/trainer:1.0=host"),
-    (["--node", "real", "--no-operator", "--image", "my/trainer=host"],
-     "--image my/trainer=host runs your code with this machine's python, which only the process node "
-     "does; the real node runs images"),
-    (["--node", "real", "--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and "
-                                       "memory as its kubelet measures them"),
-    (["--node", "real", "--memory", "8Gi", "--gpus", "1"], "--memory and --gpus size the process node"),
+    (["--no-operator", "--image", "my/trainer=host"],
+     "--image my/trainer=host runs your code with this machine's python, which only `generator run` does; the node "
+     "runs images: give your code's folder instead, `--image my/trainer=DIR[:PATH]`"),
+    (["--node", "process"], "Invalid value for '--node': 'process': the local cluster has one kind of node, the real "
+                            "one (kubelet, containerd, runc and kube-proxy, as on your cluster); it needs root"),
 ])
 def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), *args)
@@ -42,86 +41,28 @@ def test_a_bad_node_option_is_refused_with_the_fix(args, message, tmp_path):
     assert not (tmp_path / "cluster").exists()  # nothing was started or written
 
 
-def test_a_real_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_starts(tmp_path):
-    deep = tmp_path / ("d" * 90) / "cluster"
-    code, out, err = run("cluster", "up", "--node", "real", "--no-operator", "--dir", str(deep))
+@pytest.mark.parametrize("flag", ["--cpu", "--memory"])
+def test_a_node_larger_than_this_machine_is_refused_naming_the_most_and_kueues_quota(flag, tmp_path):
+    from generator.controlplane.realnode import support
+
+    machine = support.Capacity.read()
+    value = str(machine.cpus + 1) if flag == "--cpu" else f"{machine.memory // 2**20}Mi"
+    code, out, err = run("cluster", "up", "--dir", str(tmp_path / "cluster"), flag, value)
+    said = " ".join(err.split())
     assert code == 1 and out == "" and "Traceback" not in err
-    assert f"--node real: the real node's socket {deep}/node/containerd/containerd.sock.ttrpc is" in err
-    assert "give `cluster up --dir` a shorter folder, or use `--node process`" in err
-    assert not deep.exists()
-
-
-MISSING = "/nonexistent/operator-values.yaml"  # `cluster up` stops at it once it has chosen the node
-NOT_STARTED = f"error: -f {MISSING}: no such file"
-
-
-def node_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("node: ")]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
-def test_up_in_a_folder_too_deep_for_the_real_nodes_sockets_falls_back_to_the_process_node_saying_why(tmp_path):
-    deep = tmp_path / ("d" * 90) / "cluster"
-    code, out, err = run("cluster", "up", "-f", MISSING, "--dir", str(deep))
-    assert code == 1 and NOT_STARTED in err
-    socket = deep / "node/containerd/containerd.sock.ttrpc"
-    assert node_line(err) == (f"node: process (the real node's socket {socket} is {len(str(socket))} characters, over "
-                              "the 107 a unix socket's path may have; give `cluster up --dir` a shorter folder; --node "
-                              "process chooses it without this line)")
-
-
-@pytest.mark.parametrize(("args", "reason"), [
-    (["--cpu", "4"], "--cpu sizes the process node; the real node offers this machine's CPUs and memory as its "
-                     "kubelet measures them"),
-    (["--gpus", "1", "--memory", "4Gi"], "--memory and --gpus size the process node; the real node offers"),
-    (["--image", "my/trainer=host"], "--image my/trainer=host runs your code with this machine's python, which only "
-                                     "the process node does; the real node runs images"),
-])
-def test_an_option_only_the_process_node_takes_chooses_it_saying_so(tmp_path, args, reason):
-    code, out, err = run("cluster", "up", *args, "-f", MISSING, "--dir", str(tmp_path / "cluster"))
-    assert code == 1 and out == "" and NOT_STARTED in err
-    line = node_line(err)
-    assert line.startswith(f"node: process ({reason}") and line.endswith("; --node process chooses it without this line)")
+    assert f"{flag} {value}: the node's allocatable can be at most what this machine has" in said
+    assert "`--kueue --kueue-quota cpu=...,memory=...`" in said
     assert not (tmp_path / "cluster").exists()
 
 
-@pytest.fixture
-def short_dir():
-    """A cluster folder short enough for the real node's sockets, which pytest's tmp_path is not."""
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="pjk", dir="/tmp"))
-    yield folder / "c"
-    shutil.rmtree(folder)
-
-
-def test_a_named_node_is_chosen_without_a_line(short_dir):
-    from generator.controlplane import lifecycle
-    from generator.controlplane.layout import Layout
-
-    code, _, err = run("cluster", "up", "--node", "process", "-f", MISSING, "--dir", str(short_dir))
-    assert code == 1 and NOT_STARTED in err and "node: " not in err, err
-    if lifecycle.real_node_cannot(Layout(short_dir), install=False) is None:  # else the test above and the next
-        code, _, err = run("cluster", "up", "--node", "real", "-f", MISSING, "--dir", str(short_dir))
-        assert code == 1 and NOT_STARTED in err and "node: " not in err, err
-
-
-def test_up_runs_the_real_node_where_this_machine_can_run_it_else_says_why_not(short_dir):
-    from generator.controlplane import lifecycle
-    from generator.controlplane.layout import Layout
-    from generator.controlplane.realnode import support
-
-    if support.installs_packages(support.Machine.read()):
-        pytest.skip("the real node's first start here installs runc, iptables and the CNI plugins, which a test must not do")
-    folder = short_dir
-    code, _, err = run("cluster", "up", "-f", MISSING, "--dir", str(folder))
-    assert code == 1 and NOT_STARTED in err
-    reason = lifecycle.real_node_cannot(Layout(folder), install=False)
-    assert node_line(err) == ("node: real (kubelet, containerd, runc; --node process runs pods as processes of this "
-                              "machine)" if reason is None else
-                              f"node: process ({reason}; --node process chooses it without this line)")
+def test_a_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_starts(tmp_path):
+    deep = tmp_path / ("d" * 90) / "cluster"
+    code, out, err = run("cluster", "up", "--no-operator", "--dir", str(deep))
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert (f"the local cluster's node (kubelet, containerd, runc) cannot run here: the node's socket "
+            f"{deep}/node/containerd/containerd.sock.ttrpc is") in err
+    assert "give `cluster up --dir` a shorter folder" in err
+    assert not deep.exists()
 
 
 def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
@@ -154,40 +95,7 @@ def _state(folder, supervisor: int, children: dict[str, int]) -> None:
         phase="ready", pid=supervisor, processes={n: state.Process(p, str(folder / f"{n}.log")) for n, p in children.items()}))
 
 
-@pytest.mark.parametrize(("children", "kind"), [({"etcd": 1}, None), ({"etcd": 1, "kubelet": 2}, "process"),
-                                                 ({"etcd": 1, "containerd": 2, "kubelet": 3}, "real")])
-def test_status_says_which_node_runs_the_pods(tmp_path, children, kind):
-    import json
-
-    folder = tmp_path / "cluster"
-    _state(folder, 2**22 + 1, children)  # above any pid_max (at most 2**22): no process has it
-    code, out, err = run("cluster", "status", "--dir", str(folder), "--format", "json")
-    assert code == 0, err
-    assert json.loads(out)["node_kind"] == kind
-
-
-@pytest.mark.parametrize(("children", "line"), [({"etcd": 1}, None), ({"etcd": 1, "kubelet": 2}, "node: process"),
-                                                 ({"etcd": 1, "containerd": 2, "kubelet": 3},
-                                                  "node: real (kubelet, containerd, runc)")])
-def test_status_names_the_node_that_runs_the_pods(tmp_path, children, line):
-    folder = tmp_path / "cluster"
-    folder.mkdir()
-    supervisor = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
-                                  env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
-    try:
-        assert supervisor.stdout.readline() == "up\n"  # exec'd: its environment is the marked one
-        _state(folder, supervisor.pid, children)
-        code, out, err = run("cluster", "status", "--dir", str(folder))
-        assert code == 0, err
-        assert [x for x in out.splitlines() if x.startswith("node: ")] == ([line] if line else [])
-    finally:
-        supervisor.kill()
-        supervisor.wait()
-    code, out, _ = run("cluster", "status", "--dir", str(folder))
-    assert code == 0 and out.startswith(f"cluster in {folder}: stopped") and "node: " not in out
-
-
-def test_up_on_a_running_cluster_keeps_its_node(tmp_path):
+def test_up_on_a_running_cluster_keeps_its_node_and_refuses_other_node_options(tmp_path):
     from generator.controlplane import state
 
     folder = tmp_path / "cluster"
@@ -198,19 +106,15 @@ def test_up_on_a_running_cluster_keeps_its_node(tmp_path):
         assert supervisor.stdout.readline() == "up\n"
         state.save(folder / "state.json", state.ClusterState(
             phase="ready", pid=supervisor.pid, kubeconfig=str(folder / "kubeconfig"),
-            node_options=state.NodeOptions(kind="real"), processes={"containerd": state.Process(2**22 + 1, ""),
-                                                                    "kubelet": state.Process(2**22 + 2, "")}))
-        code, out, err = run("cluster", "up", "--dir", str(folder))
+            node_options=state.NodeOptions(gpus=2), processes={"containerd": state.Process(2**22 + 1, ""),
+                                                              "kubelet": state.Process(2**22 + 2, "")}))
+        code, out, err = run("cluster", "up", "--gpus", "2", "--dir", str(folder))
         assert code == 0 and out == f"export KUBECONFIG={folder / 'kubeconfig'}\n", err
-        assert node_line(err) == f"node: real (the node of the cluster running in {folder})"
-        code, out, err = run("cluster", "up", "--node", "process", "--dir", str(folder))
+        code, out, err = run("cluster", "up", "--cpu", "1", "--dir", str(folder))
         assert code == 1 and out == "" and "Traceback" not in err
-        assert (f"the cluster in {folder} runs the real node; run `python -m generator cluster down --dir {folder}` "
-                "first for the process node") in err
-        code, out, err = run("cluster", "up", "--cpu", "4", "--dir", str(folder))
-        assert code == 1 and out == ""
-        assert f"--cpu sizes the process node; the real node offers this machine's CPUs and memory as its kubelet " \
-               f"measures them, and the cluster in {folder} runs the real node;" in " ".join(err.split())
+        assert (f"the cluster in {folder} runs already, and its node was started otherwise: --cpu 1 (it runs with "
+                f"unset); --gpus 0 (it runs with 2); run `python -m generator cluster down --dir {folder}`, then "
+                "`cluster up` with the node's options") in " ".join(err.split())
     finally:
         supervisor.kill()
         supervisor.wait()
@@ -321,38 +225,6 @@ def test_down_tells_once_of_a_process_it_killed_that_has_not_exited_yet(tmp_path
     finally:
         child.kill()
         child.wait()
-
-
-@pytest.mark.skipif(os.geteuid() != 0 or not os.access(FREEZER, os.W_OK), reason="needs root and cgroup v1's freezer")
-def test_down_tells_once_of_a_leftover_in_a_pods_cgroup_it_killed_that_has_not_exited_yet(tmp_path):
-    """A pod's process left behind is found by its marker and killed; until it has exited it is
-    still in its pod's cgroup, where the cgroup sweep must not count it a second time."""
-    from generator.controlplane.kubelet import cgroups
-    from generator.controlplane.layout import MARKER
-
-    folder = tmp_path / "cluster"
-    where = cgroups.Hierarchies.find()
-    if where.memory is None:
-        pytest.skip("needs a writable memory cgroup")
-    pod = where.memory / cgroups.cluster_name(folder) / "pod-uid" / "trainer"
-    pod.mkdir(parents=True)
-    stray = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
-                             env={**os.environ, MARKER: str(folder)}, stdout=subprocess.PIPE, text=True)
-    try:
-        (pod / "cgroup.procs").write_text(str(stray.pid))
-        assert stray.stdout.readline() == "up\n"
-        _state(folder, stray.pid + 10 ** 7, {})  # a supervisor long gone
-        with frozen(stray.pid):
-            code, out, err = run("cluster", "down", "--dir", str(folder))
-            assert killed_not_exited(stray.pid)
-        assert code == 0, err
-        assert out.strip() == f"stopped: pid {stray.pid} (left behind, killed)"
-    finally:
-        stray.kill()
-        stray.wait()
-        for cgroup in (pod, pod.parent, pod.parent.parent):
-            if cgroup.exists():
-                cgroup.rmdir()
 
 
 @pytest.mark.slow
@@ -466,27 +338,30 @@ def test_down_kills_a_pods_process_that_left_its_session_and_dropped_the_marker(
     import os
     import subprocess
 
-    from generator.controlplane.kubelet import cgroups
+    from generator.controlplane.realnode import cgroups, host
 
-    where = cgroups.Hierarchies.find()
-    if os.geteuid() != 0 or where.v2 is None:
-        pytest.skip("needs root and a writable cgroup v2")
     folder = tmp_path / "cluster"
-    folder.mkdir()
-    # As the node starts a container: in the cluster's cgroup; then it leaves its session, with a clean env.
-    container = cgroups.Container(where, cgroups.cluster_name(folder), "pod-uid", "app")
-    container.create(None, None)
-    escaped = subprocess.Popen(["setsid", "env", "-i", "sleep", "60"], preexec_fn=container.join)
+    (folder / "node").mkdir(parents=True)  # a node was started here; its supervisor is gone
+    v2 = next((h for h in host.hierarchies() if (h / "cgroup.procs").exists() and os.access(h, os.W_OK)
+               and (h / "cgroup.controllers").exists()), None)
+    if os.geteuid() != 0 or v2 is None:
+        pytest.skip("needs root and a writable cgroup v2")
+    # As the kubelet puts a container: under the cluster's cgroupRoot; then it leaves its session, with a clean env.
+    container = v2 / cgroups.cluster_name(folder) / "kubepods" / "pod-uid" / "app"
+    container.mkdir(parents=True)
+    escaped = subprocess.Popen(["setsid", "env", "-i", "sleep", "60"],
+                               preexec_fn=lambda: (container / "cgroup.procs").write_text(str(os.getpid())))
     try:
         _state(folder, None, {})
         code, out, err = run("cluster", "down", "--dir", str(folder))
         assert code == 0, err
         assert escaped.wait(timeout=10) == -9
-        assert f"pid {escaped.pid} (a pod's, left behind, killed)" in out
-        assert not any(f.exists() for f in cgroups.cluster_folders(folder, where))
+        assert "1 container processes (killed)" in out
+        assert not any(f.exists() for f in host.cgroup_folders(folder))
     finally:
         escaped.kill()
         escaped.wait()
+        cgroups.remove_tree(v2 / cgroups.cluster_name(folder))
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -500,13 +375,14 @@ def test_a_bad_kueue_quota_is_refused_before_anything_starts(args, message, tmp_
     assert not (tmp_path / "cluster").exists()
 
 
-def test_build_builds_the_real_nodes_parts_where_up_would_run_it(tmp_path, monkeypatch):
-    from generator.controlplane import build, lifecycle
+def test_build_builds_the_control_plane_and_the_node(tmp_path, monkeypatch):
+    from generator.controlplane import build
     from generator.controlplane.realnode import build as real_build
     from generator.controlplane.realnode import support
 
-    if support.installs_packages(support.Machine.read()):
-        pytest.skip("the real node's first build here installs runc, iptables and the CNI plugins, which a test must not do")
+    if support.installs_packages(support.Machine.read()) or support.why_not(support.Machine.read()):
+        pytest.skip("the node's first build here installs runc, iptables and the CNI plugins, which a test must not "
+                    "do, or the node cannot run here")
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
     for module, group in [(build, g) for g in build.GROUPS] + [(real_build, g) for g in real_build.GROUPS]:
         names, stamp = module.GROUPS[group]  # as built: Go is not needed
@@ -514,10 +390,8 @@ def test_build_builds_the_real_nodes_parts_where_up_would_run_it(tmp_path, monke
         for name in names:
             (module.group_dir(group) / name).write_text("")
         (module.group_dir(group) / build.COMPLETE).write_text(stamp())
-    real = lifecycle.real_node_cannot(None, install=False) is None
     code, out, err = run("cluster", "build")
     assert code == 0, err
-    assert ("up to date: kubelet in" in out) == real
-    assert node_line(err).startswith("node: real (" if real else "node: process (")
+    assert "up to date: etcd in" in out and "up to date: kubelet in" in out
     code, out, err = run("cluster", "build", "--node", "process")
-    assert code == 0 and "kubelet" not in out and "node: " not in err
+    assert code == 2 and out == "" and "the local cluster has one kind of node" in " ".join(err.split())

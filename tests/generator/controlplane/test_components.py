@@ -42,8 +42,7 @@ def test_only_the_api_server_holds_a_client_certificate_for_etcd(cfg):
     assert issued["etcd-server"].server and issued["etcd-server"].also_client and issued["etcd-server"].ips == ("127.0.0.1",)
     assert not issued["apiserver-etcd-client"].server
     # No other component's argv or kubeconfig names the etcd client's key.
-    others = [components.etcd(cfg), components.kube_controller_manager(cfg), components.kube_scheduler(cfg),
-              components.kubelet(cfg)]
+    others = [components.etcd(cfg), components.kube_controller_manager(cfg), components.kube_scheduler(cfg)]
     assert not any("apiserver-etcd-client" in " ".join([*c.argv, *c.files.values()]) for c in others)
 
 
@@ -85,23 +84,11 @@ def test_the_controller_manager_signs_tokens_with_the_service_account_key(cfg):
     assert got["use-service-account-credentials"] == "true"
 
 
-def test_the_kubelet_gets_the_node_options_as_one_json_argument_that_decodes_back(cfg):
-    kubelet = components.kubelet(cfg)
-    got = flags(kubelet)
-    assert kubelet.argv[1:4] == ["-m", "generator.controlplane.kubelet", str(cfg.layout.root)]
-    assert (got["server"], got["node-name"], got["bridge"], got["pod-cidr"]) == \
-        ("https://10.244.7.1:6443", "box", "pjk0000", "10.244.7.0/24")
-    assert NodeOptions.decode(got["node"]) == cfg.node
-    path = cfg.layout.root / "kubeconfigs" / "kubelet.yaml"
-    assert yaml.safe_load(kubelet.files[path])["users"][0]["user"]["client-certificate"] == str(cfg.layout.pki / "kubelet-box.crt")
-
-
 def test_every_certificate_a_component_names_is_one_the_certificates_step_issues(cfg):
     issued = {path for cert in components.certificates(cfg) for path in cfg.cert(cert.stem)}
     issued |= set(pki.files(cfg.front_proxy, components.FRONT_PROXY_CLIENT))  # from the aggregation layer's own CA
     named = set()
-    for build_it in (components.kube_apiserver, components.kube_controller_manager, components.kube_scheduler,
-                     components.kubelet):
+    for build_it in (components.kube_apiserver, components.kube_controller_manager, components.kube_scheduler):
         component = build_it(cfg)
         named |= {Path(v) for v in flags(component).values() if v.endswith((".crt", ".key")) and "/sa." not in v}
         for text in component.files.values():

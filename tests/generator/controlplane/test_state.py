@@ -65,7 +65,7 @@ def test_a_state_written_before_the_node_options_were_kept_is_refused_with_the_w
     with pytest.raises(state.StateError) as refused:
         state.load(path)
     assert str(refused.value) == (f"{path}: written by another pytorchjob-kit version (state version 4, this one "
-                                  f"reads 5); run `python -m generator cluster down --dir {tmp_path}`, which stops "
+                                  f"reads 6); run `python -m generator cluster down --dir {tmp_path}`, which stops "
                                   "what that cluster left running without it and removes the file")
 
 
@@ -86,8 +86,3 @@ def test_node_options_round_trip_through_their_encoding():
 def test_node_options_that_do_not_decode_say_so(text):
     with pytest.raises(ValueError, match="--node"):
         NodeOptions.decode(text)
-
-
-def test_the_users_image_aliases_win_over_the_ones_added():
-    mine = NodeOptions(images={"my/op": "ghcr.io/a"})
-    assert mine.with_images({"my/op": "ghcr.io/b", "other": "ghcr.io/c"}).images == {"my/op": "ghcr.io/a", "other": "ghcr.io/c"}

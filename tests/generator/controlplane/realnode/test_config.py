@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from generator.controlplane import components
-from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config
+from generator.controlplane.realnode import build, cgroups, config
 from generator.controlplane.state import NodeOptions
 
 # The standard library reads TOML from Python 3.11 on.
@@ -22,7 +21,7 @@ PORTS = components.Ports(etcd=2379, etcd_peer=2380, apiserver=6443, controller_m
 
 def real_node(root: Path, mirror: config.Mirror | None = None) -> config.RealNode:
     cp = components.ControlPlane(Layout(root), "10.244.7.1", "pjk0000", "10.244.7.0/24", PORTS, "box",
-                                 NodeOptions(kind="real"))
+                                 NodeOptions())
     return config.RealNode(cp, config.NodePorts(kubelet=10250, healthz=10248, dns_ready=8181), Path("/usr/sbin/runc"),
                            Path("/usr/lib/cni"), mirror)
 
@@ -73,6 +72,15 @@ def test_the_kubelet_runs_in_the_clusters_cgroup_with_cgroupfs_and_leaves_iptabl
     socket = f"unix://{node.layout.root}/node/containerd/containerd.sock"
     assert got["containerRuntimeEndpoint"] == got["imageServiceEndpoint"] == socket
     assert got["podLogsDir"] == str(node.layout.root / "node" / "pod-logs")
+    assert "systemReserved" not in got  # the whole machine, as its kubelet measures it
+
+
+def test_the_kubelet_reserves_what_cluster_up_keeps_from_the_pods(node):
+    from dataclasses import replace
+
+    got = yaml.safe_load(config.kubelet_config(replace(node, reserved=(("cpu", "1000m"), ("memory", "1073741824")))))
+    assert got["systemReserved"] == {"cpu": "1000m", "memory": "1073741824"}
+    assert got["evictionHard"]["memory.available"] == "100Mi"
 
 
 def test_the_kubelet_answers_only_clients_the_clusters_ca_signed_and_the_api_server_authorizes(node):

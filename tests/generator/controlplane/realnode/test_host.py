@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from generator.controlplane.kubelet import cgroups
-from generator.controlplane.realnode import host
+from generator.controlplane.realnode import cgroups, host
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mounts and cgroups of the machine need root")

@@ -62,19 +62,43 @@ def test_gcc_is_needed_only_while_the_sandbox_image_is_unbuilt():
     assert support.why_not(replace(READY, gcc=False, pause_built=True)) is None
 
 
-@pytest.mark.parametrize(("options", "reason"), [
-    ({}, None),
-    ({"cpu": "4"}, "--cpu sizes the process node; the real node offers this machine's CPUs and memory as its kubelet "
-                   "measures them"),
-    ({"memory": "8Gi", "gpus": 1}, "--memory and --gpus size the process node;"),
-    ({"gpus": 1, "images": {"my/trainer": "host"}}, "--image my/trainer=host runs your code with this "
-                                                    "machine's python, which only the process node does"),
-    ({"images": {"my/trainer:1.0": "/home/me/project"}}, None),  # a folder is laid over an image the node pulls
+def test_only_run_takes_host_images_and_the_refusal_gives_the_folder_form():
+    assert support.hosted_image({"my/trainer:1.0": "/home/me/project"}) is None  # a folder is laid over an image
+    said = support.hosted_image({"my/trainer": "host", "a/b": "host"})
+    assert said.startswith("--image a/b=host runs your code with this machine's python, which only `generator run` does")
+    assert "`--image a/b=DIR[:PATH]`" in said and "`python -m generator image load IMAGE`" in said
+
+
+MACHINE = support.Capacity(cpus=2, memory=24 * 2**30)
+
+
+@pytest.mark.parametrize(("cpu", "memory", "reserved"), [
+    (None, None, {}),
+    ("1", None, {"cpu": "1000m"}),
+    ("1500m", None, {"cpu": "500m"}),
+    ("2", None, {}),  # the whole machine: nothing reserved
+    (None, "8Gi", {"memory": str(16 * 2**30 - 100 * 2**20)}),  # allocatable = capacity - reserved - eviction
+    ("500m", "24476Mi", {"cpu": "1500m"}),  # all the memory there is, less the eviction threshold
 ])
-def test_the_options_only_the_process_node_takes_are_the_reason_for_it(options, reason):
-    said = support.process_only(options.get("cpu"), options.get("memory"), options.get("gpus", 0),
-                                options.get("images", {}))
-    assert said == reason if reason is None else said.startswith(reason)
+def test_the_kubelet_reserves_what_leaves_the_asked_allocatable(cpu, memory, reserved):
+    from generator.controlplane.state import NodeOptions
+
+    assert support.system_reserved(NodeOptions(cpu=cpu, memory=memory), MACHINE) == reserved
+
+
+@pytest.mark.parametrize(("cpu", "memory", "said"), [
+    ("2001m", None, "--cpu 2001m: the node's allocatable can be at most what this machine has, 2 CPUs"),
+    (None, "24Gi", "--memory 24Gi: the node's allocatable can be at most what this machine has, 24476Mi (its 24576Mi "
+                   "less the kubelet's eviction threshold of 100Mi)"),
+])
+def test_more_than_the_machine_has_is_refused_naming_the_most_and_kueues_quota(cpu, memory, said):
+    from generator.controlplane.state import NodeOptions
+    from generator.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        support.system_reserved(NodeOptions(cpu=cpu, memory=memory), MACHINE)
+    assert str(refused.value).startswith(said)
+    assert str(refused.value).endswith("use `--kueue --kueue-quota cpu=...,memory=...`")
 
 
 def test_what_is_read_from_this_machine():
