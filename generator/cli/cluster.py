@@ -158,6 +158,10 @@ def status(fmt, directory) -> None:
     click.echo(f"cluster in {report['dir']}: {report['phase']}" + (f" ({report['error']})" if report["error"] else ""))
     if report["server"] and report["phase"] != "stopped":
         click.echo(f"server: {report['server']}   KUBECONFIG={report['kubeconfig']}")
+    if report["node"]:
+        from generator.controlplane.realnode import support
+
+        click.echo(f"node: {report['node']} ({support.RUNS})")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
     for pod in report["pods"]:

@@ -1,3 +1,3 @@
-"""What runs a container on this machine, shared by `generator run` (generator/local/) and the
-process node (generator/controlplane/kubelet/): images as programs, the container's env and
-command line, its processes, and free ports. It imports neither of them."""
+"""What runs a container's program on this machine for `generator run` (generator/local/):
+images as programs, the container's env and command line, its processes, and free ports, as the
+kubelet would make them. It imports nothing of the runner's."""

@@ -2,7 +2,7 @@
 that runs on this machine's filesystem (the trainer, your own code): command and args combined
 with the image's ENTRYPOINT and `$(VAR)` expanded as Kubernetes does, then volume mount paths
 (and a user image's code folder) written as their folders, in a shell's `-c` script too.
-`generator run` and the process node both call `on_host`, so both start the same argv."""
+`generator run` calls `on_host` for every replica it starts."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,5 @@
-"""A container's environment as the kubelet makes it, for the process node and `generator run`
-alike: envFrom, then env in order with `$(VAR)` references expanded, the downward API, and
+"""A container's environment as the kubelet makes it, for `generator run`: envFrom, then env in
+order with `$(VAR)` references expanded, the downward API, and
 Secret and ConfigMap keys, read from the API server on the node (Sources) and from the shell's
 variables of the same name under `generator run` (ShellSources)."""
 from __future__ import annotations

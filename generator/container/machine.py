@@ -1,6 +1,6 @@
 """This machine as a node: what its containers may use (the downward API's resourceFieldRef
-reads it where a container sets no limit). The process node registers it as its capacity;
-`generator run` resolves the same references against it."""
+reads it where a container sets no limit): `generator run` resolves those references against it,
+as the kubelet resolves them against its node's allocatable."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""A volume's ownership as a kubelet sets it for the pod's fsGroup, for the process node and
+"""A volume's ownership as a kubelet sets it for the pod's fsGroup, for `generator run` and
 `run --container` alike: folders and files belong to the group, which may read (and on a writable
 volume write) them, and folders pass the group on to what is made in them."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One container's processes on this machine, shared by `generator run` and the process node:
+"""One container's processes on this machine, for `generator run`:
 started in a process group of its own (torchrun's workers included), output read line by line,
 stopped with SIGTERM, the grace period, then SIGKILL, and exit codes read as a container runtime
 reports them (killed by signal N is 128+N). With `isolate`, the program runs under init.py in a

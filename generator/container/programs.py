@@ -1,12 +1,9 @@
-"""Which program each image is on this machine, for the process node and `generator run` alike.
+"""Which program each image is on this machine, for `generator run`.
 An image names a filesystem this machine does not have, so each image the project's charts use
 maps to the local program it stands for; any other image fails the way a pull of a missing image
 fails, unless `--image` says what it is here: REPO=KNOWN a copy of a known one, REPO=host your
 own code run by this machine's Python on this machine's filesystem, REPO=DIR[:PATH] the same
-with the folder DIR as what the image holds at PATH.
-
-Built programs (the operator) live where the control plane's build puts them; that package passes
-their paths in (`binaries`), so this one knows nothing of how they are built."""
+with the folder DIR as what the image holds at PATH."""
 from __future__ import annotations
 
 import os
@@ -14,7 +11,7 @@ import posixpath
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -41,7 +38,6 @@ class Program:
     repository: str
     mode: str
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT, used when the container sets no command
-    binary: Path | None = None  # what the image's entrypoint path is on this machine (PRIVATE), once passed in
     what: str = ""
     code: Path | None = None  # a user image's folder (REPO=DIR[:PATH]): what the image holds at code_path
     code_path: str | None = None  # None: the container's workingDir, else CODE_PATH
@@ -120,9 +116,8 @@ UPSTREAM = {
 }
 
 
-def known(binaries: Mapping[str, Path] | None = None, upstream: Mapping[str, str] | None = None) -> dict[str, Program]:
+def known(upstream: Mapping[str, str] | None = None) -> dict[str, Program]:
     """The charts' own images: their repositories are read from the charts' values, never restated.
-    `binaries`: role -> the built program a PRIVATE image runs (the control plane knows where).
     `upstream`: role -> repository of the upstream charts' images (UPSTREAM), read from those charts."""
     job_values = _chart_image(paths.JOB_CHART)
     operator_values = _chart_image(paths.OPERATOR_CHART)
@@ -141,8 +136,7 @@ def known(binaries: Mapping[str, Path] | None = None, upstream: Mapping[str, str
     # An upstream image that one of ours already is (alpine, our init image too) stays ours.
     programs += [Program(role, repo, UPSTREAM[role][0], UPSTREAM[role][1], what=UPSTREAM[role][2], user=UPSTREAM[role][3])
                  for role, repo in (upstream or {}).items() if repo not in {p.repository for p in programs}]
-    binaries = binaries or {}
-    return {p.repository: replace(p, binary=binaries.get(p.role)) for p in programs}
+    return {p.repository: p for p in programs}
 
 
 def of(role: str) -> Program:
@@ -232,16 +226,15 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
 
 
 def by_repository(aliases: Mapping[str, str]) -> dict[str, str]:
-    """`--image` as the process node and `run` read it: each REPO[:TAG] stands for every tag of REPO."""
+    """`--image` as `run` reads it: each REPO[:TAG] stands for every tag of REPO."""
     return {repository(ref): target for ref, target in aliases.items()}
 
 
-def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping[str, Path] | None = None,
-            upstream: Mapping[str, str] | None = None) -> Program:
+def resolve(image: str, aliases: dict[str, str] | None = None, upstream: Mapping[str, str] | None = None) -> Program:
     """`aliases`: repository -> a known repository it stands for (a mirror, your own build of the
-    trainer), `host`, or DIR[:PATH] (your own code). Without `binaries` a built program resolves
-    with no binary: `generator run` never starts one."""
-    programs = known(binaries, upstream)
+    trainer), `host`, or DIR[:PATH] (your own code). A controller's image resolves too, though
+    `generator run` never starts one."""
+    programs = known(upstream)
     name = repository(image)
     target = (aliases or {}).get(name, name)
     if target not in programs and name in (aliases or {}):
@@ -256,7 +249,4 @@ def resolve(image: str, aliases: dict[str, str] | None = None, binaries: Mapping
         raise ImagePullError(f'image "{image}" cannot run on this machine, which runs only these images: '
                              f"{listing}. For your own code pass {own_code(name)} to `cluster up` or `run`; pass "
                              f"`--image {name}=<one of them>` if it is a copy of one; or submit the job to a real cluster")
-    if program.binary is not None and not os.access(program.binary, os.X_OK):
-        raise ImagePullError(f'image "{image}" is {program.binary}, which is not built; run '
-                             f"`python -m generator cluster build`")
     return program

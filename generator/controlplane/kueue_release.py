@@ -3,7 +3,7 @@ kueue chart through the helm CLI, from the Go module cache that `cluster build` 
 copied into the repository), with the PyTorchJob and TrainJob integrations on. Then the queues a
 job's `kueue.queueName` names: a ResourceFlavor, a ClusterQueue whose quota is the node's (or what
 `--kueue-quota` says) and the LocalQueue `default` in namespace default. The chart's image is read
-from the chart, and the process node maps it to the built controller."""
+from the chart; the registry on this machine holds it, made from the built controller."""
 from __future__ import annotations
 
 import functools
@@ -119,7 +119,7 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
         return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
 
     processes.wait_until(available, timeout, f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
-                         "the process kubelet and Ready)", kubelet, interval=0.5)
+                         "the kubelet and Ready)", kubelet, interval=0.5)
     processes.wait_until(lambda: webhooks_answer(api), 60, "the API server to reach Kueue's webhooks", kubelet,
                          interval=0.5)
     processes.wait_until(lambda: _visibility_served(api), 60, "the API server to serve Kueue's visibility API",

@@ -213,7 +213,7 @@ def status(layout: Layout) -> dict:
     alive = running(layout) is not None
     report = {"dir": str(layout.root), "phase": current.phase if alive else ("stopped" if current else "absent"),
               "server": current and current.server, "kubeconfig": current and current.kubeconfig,
-              "error": current and current.error, "processes": []}
+              "error": current and current.error, "node": current.node if alive else None, "processes": []}
     if alive:
         report["processes"].append({"name": "supervisor", "pid": current.pid, "running": True,
                                     "log": str(layout.supervisor_log)})

@@ -1,5 +1,5 @@
 """charts/pytorch-operator on the local control plane, installed by `helm install` as a release.
-The Deployment's pod then runs on the process kubelet like any pod; this module only waits for
+The Deployment's pod then runs on the node like any pod; this module only waits for
 it. `apply` is server-side apply, for what the cluster itself installs (its StorageClass)."""
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
         return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
 
     processes.wait_until(available, timeout, f"deployment {installed.namespace}/{installed.deployment} to be available "
-                         "(its pod run by the process kubelet and Ready)", kubelet, interval=1.0)
+                         "(its pod run by the kubelet and Ready)", kubelet, interval=1.0)
     # A dry-run that only the webhook refuses is refused by it.
     processes.wait_until(lambda: webhook_answers(layout), 60, "the API server to reach the operator's webhook", kubelet)
 

@@ -127,7 +127,7 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
 
     for name in (JOBSET_CONTROLLER, CONTROLLER):
         processes.wait_until(lambda name=name: available(name), timeout, f"deployment {NAMESPACE}/{name} to be "
-                             "available (its pod run by the process kubelet and Ready)", kubelet, interval=1.0)
+                             "available (its pod run by the kubelet and Ready)", kubelet, interval=1.0)
     processes.wait_until(lambda: webhooks_answer(api), 60, "the API server to reach Trainer's and JobSet's webhooks",
                          kubelet)
 

@@ -1,6 +1,6 @@
 """Your folder laid over an image: a thin image, the base with the folder DIR copied to PATH and
-work starting there, as the process node starts a container in DIR. Built in seconds, once per
-change of DIR or of the base; `run --container` runs it, and the real node pulls it from the
+work starting there, as `generator run` starts your code in DIR. Built in seconds, once per
+change of DIR or of the base; `run --container` runs it, and the node pulls it from the
 registry on this machine (`cluster up --image REPO:TAG=DIR[:PATH]`)."""
 from __future__ import annotations
 

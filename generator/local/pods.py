@@ -83,7 +83,7 @@ def replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, a
         notes.append(f"{pod.role}: envFrom sources live in the cluster; export what the job needs in this shell")
     if network:
         return _in_container(pod, container, injected, mounts, namespace, network, cwhere, problems, notes)
-    # The same resolution as the process node's: $(VAR), the downward API, Secrets from this shell.
+    # As the kubelet resolves them: $(VAR), the downward API; Secrets from this shell.
     resolved = as_pod(pod, namespace, injected)
     container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
     sources = ShellSources(cwhere)
@@ -227,7 +227,7 @@ def _has_nvidia_gpu() -> bool:
 
 def _check_image(image: str, aliases: dict[str, str] | None, where: str,
                  problems: list[Finding]) -> programs.Program | None:
-    """The same image map as the process node's: the trainer image, a copy of it, or your own code
+    """The image map of `--image`: the trainer image, a copy of it, or your own code
     (`--image REPO=host` or `REPO=DIR[:PATH]`); None, with a finding, for what this machine cannot run."""
     trainer = programs.of("trainer").repository
     repo = programs.repository(image)

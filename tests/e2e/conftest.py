@@ -25,15 +25,6 @@ class LocalCluster:
     env: dict
     said: str = ""  # what `cluster up` printed on stderr
 
-    @property
-    def node_kind(self) -> str:
-        """"real" or "process": the node this cluster was started with, as `cluster status` reports it."""
-        from generator.controlplane import state
-        from generator.controlplane.layout import Layout
-        from generator.controlplane.lifecycle import node_kind
-
-        return node_kind(state.load(Layout(self.dir).state_file))
-
     def cli(self, *args: str, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
         """`python -m generator ...` against this cluster, as a user's shell would run it."""
         proc = subprocess.run([sys.executable, "-m", "generator", *args], env=self.env, cwd=ROOT, capture_output=True,
@@ -77,8 +68,7 @@ class LocalCluster:
 
 
 def start_cluster(tmp: Path, values: dict | None, node: list[str] = ()) -> LocalCluster:
-    """`cluster up` with the `node` options: on the node they name (`--node`), else the one `cluster
-    up` chooses (the real node where it can run); a module that needs the process node names it."""
+    """`cluster up` with the `node` options (--trainer, --gpus, ...)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "generator", "cluster", "up", "--dir", str(tmp), *node]
     if values is not None:  # beside the cluster's folder: `cluster up` takes only an empty one, or a cluster's
@@ -105,15 +95,14 @@ def _real_node_cannot() -> str | None:
     return support.why_not(support.Machine.read())
 
 
-# For the modules that need the real node: skipped where `cluster up` would fall back to the process
-# node, for the reason it would give.
+# Where the node cannot run, every cluster test is skipped with the reason `cluster up` would refuse with.
 REAL_NODE_CANNOT = _real_node_cannot()
-needs_real_node = pytest.mark.skipif(bool(REAL_NODE_CANNOT), reason=f"the real node cannot run here: {REAL_NODE_CANNOT}")
+needs_real_node = pytest.mark.skipif(bool(REAL_NODE_CANNOT), reason=f"the node cannot run here: {REAL_NODE_CANNOT}")
 
 
 def forget_images(cluster_dir: Path) -> None:
     """A real node's containerd content and snapshots, once its cluster is down: gigabytes per
-    cluster (the trainer's image unpacked), not worth keeping beside its logs. None on the process node."""
+    cluster (the trainer's image unpacked), not worth keeping beside its logs."""
     from generator.controlplane.layout import Layout
     from generator.controlplane.realnode.config import Folders
 
@@ -137,8 +126,7 @@ def leftover_processes(cluster_dir: Path) -> list[str]:
 
 
 # The cluster the modules share, started once per test process (most tests only add jobs and pods
-# of their own names or namespaces), on the node `cluster up` chooses (the real node where it can
-# run): the operator chart with leader election on, as test_operator checks, and Kubeflow Trainer
+# of their own names or namespaces): the operator chart with leader election on, as test_operator checks, and Kubeflow Trainer
 # v2.3.0 with JobSet beside the operator, which every TrainJob test goes through. A module that
 # overrides operator_values or node_options gets a cluster of its own for its module alone.
 SHARED_VALUES = {"leaderElection": True}
@@ -154,17 +142,14 @@ def operator_values() -> dict | None:
 
 @pytest.fixture(scope="module")
 def node_options() -> list[str] | None:
-    """`cluster up` options for the node; a module overrides this (--no-operator, --trainer, ...; the process
-    node's --cpu, --memory, --gpus and --image with `--node process`)."""
+    """`cluster up` options for the node; a module overrides this (--no-operator, --trainer, --gpus, --image ...)."""
     return None
 
 
 def container_pid(container_id: str) -> int:
-    """A container's first process: the process node names it (`process://PID`); containerd's
-    (`containerd://ID`) is the oldest process in a cgroup whose path ends in the container's ID."""
-    runtime, _, ident = container_id.partition("://")
-    if runtime == "process":
-        return int(ident)
+    """A container's first process: containerd's (`containerd://ID`) is the oldest process in a cgroup
+    whose path ends in the container's ID."""
+    _, _, ident = container_id.partition("://")
     found = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cgroup") if _in_cgroup_of(p, ident)]
     assert found, f"no process in the cgroup of {container_id}"
     return min(found, key=lambda pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]))
@@ -178,15 +163,9 @@ def _in_cgroup_of(cgroup: Path, ident: str) -> bool:
 
 
 def kill_container(cluster: LocalCluster, container_id: str) -> None:
-    """SIGKILL to a running container, as the OOM killer or a crash would end it: on the process
-    node to its process group, on the real node through containerd (its first process; the kernel
-    ends the rest of its PID namespace with it)."""
-    import signal
-
-    runtime, _, ident = container_id.partition("://")
-    if runtime == "process":
-        os.killpg(int(ident), signal.SIGKILL)
-        return
+    """SIGKILL to a running container, as the OOM killer or a crash would end it: through containerd
+    (its first process; the kernel ends the rest of its PID namespace with it)."""
+    _, _, ident = container_id.partition("://")
     from generator.controlplane.layout import Layout
     from generator.controlplane.realnode.config import Folders, ctr
 
@@ -202,13 +181,11 @@ def trainer_image() -> str:
 
 
 def pull_images(cluster: LocalCluster, images: list[str], within: float = 240) -> None:
-    """On the real node, `images` pulled once before the tests (the trainer's is 3 GB from the
-    registry, about a minute), as a CI job loads its images into a new cluster first: a test's wait
-    then measures its job, not the pull. The process node runs no image."""
+    """`images` pulled once before the tests (the trainer's is 3 GB from the registry, about a
+    minute), as a CI job loads its images into a new cluster first: a test's wait then measures its
+    job, not the pull."""
     from tests.support.waiting import wait_for
 
-    if cluster.node_kind != "real":
-        return
     core = cluster.core()
     pod = {"metadata": {"name": "pull-images"},
            "spec": {"restartPolicy": "Never", "containers": [

@@ -229,18 +229,17 @@ def test_rejected_credentials_say_to_log_in_again(cluster, tmp_path):
     assert proc.returncode == 1 and "rejected your credentials" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_cluster_up_again_with_a_process_node_option_names_the_running_node(cluster):
-    """A running cluster keeps its node: `--image REPO=host` asks for the process node (or, on a
-    running process node, for an image it was started with), and the error says what to do instead."""
+def test_cluster_up_again_with_other_node_options_names_what_the_running_node_has(cluster):
+    """A running cluster keeps its node: other capacity is refused naming what it runs with, and
+    `--image REPO=host` (this machine's python) with the folder form that runs on the node."""
+    again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--trainer", "--gpus", "3")
+    assert again.returncode == 1 and "Traceback" not in again.stderr
+    assert (f"the cluster in {cluster.dir} runs already, and its node was started otherwise: --gpus 3 (it runs with 0); "
+            f"run `python -m generator cluster down --dir {cluster.dir}`") in " ".join(again.stderr.split())
     image = "registry.example.com/ml/toy=host"
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), "--trainer", "--image", image)
-    assert again.returncode == 1, again.stderr
-    if cluster.node_kind == "real":
-        assert (f"--image {image} runs your code with this machine's python, which only the process node does; the "
-                f"real node runs images, and the cluster in {cluster.dir} runs the real node; run `python -m generator "
-                f"cluster down --dir {cluster.dir}` first for the process node") in again.stderr
-    else:  # where the real node cannot run (test_kubelet checks the process node's refusal everywhere)
-        assert f"its node was started without --image {image}" in again.stderr
+    assert again.returncode == 2, again.stderr
+    assert "`--image registry.example.com/ml/toy=DIR[:PATH]`" in " ".join(again.stderr.split())
 
 
 def test_status_of_a_job_the_operator_has_seen(cluster, ns, values_file):
@@ -331,8 +330,7 @@ def test_a_trainjob_goes_through_submit_logs_wait_status_and_delete(cluster, ns,
     table = cluster.cli("status", "mnist", "-n", ns, check=True).stdout
     assert table.startswith(f"TrainJob mnist (namespace {ns}): Complete\n")
     one = _lines_of(cluster.cli("logs", "mnist", "-n", ns, "--replica", "node-0-1", check=True).stdout)
-    # Only that the pod's log is node-0-1's, never node-0-0's: rank 1 reports nothing of its own (on the
-    # process node, what this machine's Python warns about comes through).
+    # Only that the pod's log is node-0-1's, never node-0-0's: rank 1 reports nothing of its own.
     assert set(one) <= {"node-0-1"}
     wrong = cluster.cli("logs", "mnist", "-n", ns, "--replica", "worker-0")
     assert wrong.returncode == 1 and "write node-0-INDEX, e.g. node-0-1" in wrong.stderr

@@ -1,10 +1,9 @@
-"""Jobs and pods on the shared cluster's node: the real node (kubelet, containerd, runc) where it
-can run, else the process node. The operator's and Trainer's jobs train, are followed while they
+"""Jobs and pods on the shared cluster's node (kubelet, containerd, runc). The operator's and Trainer's jobs train, are followed while they
 run, lose a Worker or a node to SIGKILL and end as `generator run` ends the same job, scale
 elastically, and fail or wait in ways `diagnose` names; single pods get their env, volumes and
 probes, restart with a back-off and stop with SIGTERM then SIGKILL, as Kubernetes gives them. All in
-a namespace of this module's own. The process node's own checks (its GPUs, securityContext, image
-map and volumes folder) are in test_kubelet; the real node's, in test_real_node."""
+a namespace of this module's own. The node's own checks are in test_real_node, its capacity's in
+test_node_capacity."""
 from __future__ import annotations
 
 import json
@@ -164,12 +163,9 @@ def test_the_operators_init_containers_wait_for_the_master_and_pass(cluster, dem
     workers = {n: p for n, p in job.items() if "worker" in n}
     assert len(workers) == 2
     master_ip = job["demo-master-0"].status.pod_ip
-    # The Master's Service resolved to the Master pod's own IP: by the cluster's CoreDNS, as BIND's
-    # nslookup prints it, on the real node; by the process node's own resolver there.
-    if cluster.node_kind == "real":
-        answer = f"Name:\tdemo-master-0.{NS}.svc.cluster.local\nAddress: {master_ip}"
-    else:
-        answer = f"Name:      demo-master-0\nAddress:   {master_ip}"
+    # The Master's Service resolved to the Master pod's own IP by the cluster's CoreDNS, as BIND's
+    # nslookup prints it.
+    answer = f"Name:\tdemo-master-0.{NS}.svc.cluster.local\nAddress: {master_ip}"
     for name, pod in workers.items():
         (init,) = pod.status.init_container_statuses
         assert (init.name, init.state.terminated.exit_code, init.state.terminated.reason) == ("init-pytorch", 0, "Completed")
@@ -304,7 +300,7 @@ def test_a_killed_trainjob_node_ends_as_generator_run_ends_it(cluster, tmp_path)
 
 
 def test_a_job_asking_for_gpus_the_node_lacks_stays_pending_with_the_schedulers_event(cluster, tmp_path):
-    """The real node offers this machine's GPUs (none here; the process node those of its --gpus)."""
+    """The node offers the GPUs `cluster up --gpus` gave it (none on the shared cluster)."""
     gpu = "nvidia.com/gpu"
     (node,) = cluster.core().list_node().items
     offered = node.status.allocatable.get(gpu)
@@ -459,7 +455,7 @@ def test_an_elastic_job_can_succeed_before_rank_0s_outputs_unless_its_ranks_wait
 
 # --- single pods -----------------------------------------------------------------------------
 # alpine's image, which the operator's init containers run: the registry on this machine holds it
-# (Debian's busybox with its applets, dash as sh), and the process node maps it.
+# (Debian's busybox with its applets, dash as sh).
 SH = "alpine:3.10"
 
 
@@ -538,8 +534,7 @@ def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
     # after: read from each run's start and end, which the node reports (to the second) in the
     # container's state and last state; a run may end unseen between two reads, so each is placed by
     # the restart count beside it. While a back-off lasts the waiting state (CrashLoopBackOff) names
-    # it, where the node reports one: the process node at each back-off, the real kubelet only when it
-    # syncs the pod during it (the delays themselves: test_kubelet_backoff.py).
+    # it, where the node reports one: the kubelet reports it only when it syncs the pod during it.
     runs: dict[int, tuple] = {}  # run (0: the first) -> (started, finished)
     said: dict[int, set[str]] = {}  # restartCount -> the back-offs its waiting states named
     # The previous run's log, read once a restart has come: the real kubelet keeps one dead container

@@ -43,7 +43,7 @@ def test_values_naming_an_operator_image_the_registry_lacks_are_refused_before_a
     given = folder.with_name("held-values.yaml")
     missing = f"registry.example.com/mirror/never-loaded:{TAG}"
     given.write_text(yaml.safe_dump({"image": {"repository": missing.rsplit(":", 1)[0], "tag": TAG}}))
-    done = subprocess.run([sys.executable, "-m", "generator", "cluster", "up", "--node", "real", "--dir", str(folder),
+    done = subprocess.run([sys.executable, "-m", "generator", "cluster", "up", "--dir", str(folder),
                            "-f", str(given)], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stdout == "", done.stderr
@@ -88,10 +88,9 @@ def test_cluster_status_names_every_process_and_its_log(cluster):
     report = json.loads(proc.stdout)
     assert report["phase"] == "ready"
     names = {p["name"]: p for p in report["processes"]}
-    # The real node runs containerd, kube-proxy and the cluster's DNS beside its kubelet.
-    node = {"real": {"containerd", "kube-proxy", "coredns"}, "process": set()}[report["node_kind"]]
+    # The node runs containerd, kube-proxy and the cluster's DNS beside its kubelet.
     assert set(names) == {"supervisor", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                          "kubelet"} | node
+                          "kubelet", "containerd", "kube-proxy", "coredns"}
     assert all(p["running"] for p in names.values())
     assert names["kubelet"]["log"] == str(cluster.dir / "logs" / "kubelet.log")
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), check=True)

@@ -1,4 +1,4 @@
-"""The real node (`cluster up`'s default where it can run): the kubelet, containerd, runc and
+"""The node: the kubelet, containerd, runc and
 kube-proxy run pods from images. The charts' images are pulled from the registry on this machine,
 under the names the charts give them: the operator (installed by the chart, reaching the API server
 at the `kubernetes` Service through kube-proxy, its `helm test` reaching its metrics Service's
@@ -45,13 +45,12 @@ from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.e2e,
-    # Where `cluster up` would fall back to the process node, for the reason it would give.
     needs_real_node,
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
 ]
 PROBE = "localhost/pytorchjob-kit/probe:1"
 PROBE_SOURCE = Path(__file__).parent / "realnode" / "probe.c"
-NODE = ["--node", "real", "--no-operator"]
+NODE = ["--no-operator"]
 # The trainer's image as the job chart names it by default, held by the registry on this machine.
 TRAINER = f"{trainer_image.repository()}:{trainer_image.version()}"
 
@@ -120,7 +119,7 @@ def user_image(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory, before):
     request.getfixturevalue("user_image")  # in the registry before `cluster up`, as a user would load it
-    c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--node", "real", "--trainer"])
+    c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--trainer"])
     real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
     stop_cluster(c)
@@ -150,7 +149,7 @@ def restricted_ns(cluster, request):
 
 def test_the_node_runs_containerd(cluster):
     status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
-    assert status["node_kind"] == "real" and {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
+    assert {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
     (node,) = cluster.core().list_node().items
     assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
     assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
@@ -497,25 +496,6 @@ def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(c
     tested = cluster.helm("test", "training-operator", "-n", "kubeflow")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Phase:          Succeeded" in tested.stdout
-
-
-def test_cluster_up_without_node_runs_the_real_node_here_and_status_says_so(tmp_path_factory):
-    """This machine has what the real node needs, so it is the node `cluster up` chooses."""
-    c = start_cluster(tmp_path_factory.mktemp("real-default"), None, ["--no-operator"])
-    try:
-        assert "node: real (kubelet, containerd, runc; --node process runs pods as processes of this machine)\n" in c.said
-        assert json.loads(c.cli("cluster", "status", "--dir", str(c.dir), "--format", "json",
-                                check=True).stdout)["node_kind"] == "real"
-        status = c.cli("cluster", "status", "--dir", str(c.dir), check=True).stdout
-        assert "\nnode: real (kubelet, containerd, runc)\n" in status and "\ncontainerd " in status
-        assert c.core().read_node(c.core().list_node().items[0].metadata.name).status.node_info \
-            .container_runtime_version.startswith("containerd://")
-        again = c.cli("cluster", "up", "--dir", str(c.dir), check=True)  # a running cluster keeps its node
-        assert f"node: real (the node of the cluster running in {c.dir})" in again.stderr
-    finally:
-        stop_cluster(c)
-        forget_images(c.dir)
-    assert "node: " not in c.cli("cluster", "status", "--dir", str(c.dir), check=True).stdout
 
 
 def run_a_pod(c) -> None:

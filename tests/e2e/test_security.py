@@ -1,9 +1,8 @@
-"""The local cluster against the other users of its machine, on the node `cluster up` chooses:
+"""The local cluster against the other users of its machine:
 every listening socket of the control plane and the node asks for credentials; a process running
 as uid 65534 reads none of the cluster's keys, tokens, kubeconfigs or etcd data and gets from the
 API server, etcd and the kubelet no more than anonymous users get; the operator's pod runs as the
-chart says. The process node's own securityContext checks are in test_kubelet; the real node's, in
-test_real_node."""
+chart says. The node's own securityContext checks are in test_real_node."""
 from __future__ import annotations
 
 import json
@@ -186,13 +185,9 @@ def test_another_user_gets_nothing_from_etcd_the_api_server_or_the_kubelet(clust
     assert got[f"{server}/api/v1/secrets"] == got[f"{server}/version"] == 401  # anonymous requests are off
     for url in (f"https://127.0.0.1:{etcd_port}/v3/kv/range", f"http://127.0.0.1:{etcd_port}/v3/kv/range"):
         assert not isinstance(got[url], int), f"{url} answered {got[url]}"  # refused before any HTTP
-    # The process node's kubelet refuses a caller without the API server's certificate at the
-    # handshake; the real kubelet authenticates through the API server, which knows no anonymous user.
+    # The kubelet authenticates through the API server, which knows no anonymous user.
     logs = got[f"https://{kubelet}/containerLogs/kubeflow/x/y"]
-    if cluster.node_kind == "real":
-        assert logs == 401, f"the kubelet answered {logs}"
-    else:
-        assert not isinstance(logs, int), f"the kubelet answered {logs}"
+    assert logs == 401, f"the kubelet answered {logs}"
 
 
 def _status(pid: int) -> dict[str, str]:

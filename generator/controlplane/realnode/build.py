@@ -122,12 +122,12 @@ def host_packages(say=print) -> tuple[Path, Path]:
         return runc(), cni_dir()
     command = f"apt-get update && apt-get install -y {' '.join(PACKAGES)}"
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise UserError(f"the real node needs runc, iptables and the CNI plugins {', '.join(CNI_PLUGINS)} (in one of "
-                        f"{', '.join(map(str, CNI_DIRS))}); install them as root: `{command}`, or use `--node process`")
+        raise UserError(f"the node needs runc, iptables and the CNI plugins {', '.join(CNI_PLUGINS)} (in one of "
+                        f"{', '.join(map(str, CNI_DIRS))}); install them as root: `{command}`")
     say(f"installing runc, iptables and the CNI plugins from Debian's packages, as root: {command}")
     failed = debian.install(PACKAGES)
     if failed:
-        raise UserError(f"{failed}\ninstall {' and '.join(PACKAGES)} yourself, or use `--node process`")
+        raise UserError(f"{failed}\ninstall {' and '.join(PACKAGES)} yourself")
     if not (runc() and cni_dir() and iptables()):
         raise UserError(f"{' and '.join(PACKAGES)} are installed but runc, iptables or the CNI plugins "
                         f"{', '.join(CNI_PLUGINS)} are not where the node looks "

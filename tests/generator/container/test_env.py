@@ -1,4 +1,4 @@
-"""What a container's env becomes on the process node and under `generator run`, by Kubernetes' rules."""
+"""What a container's env becomes under `generator run`, by Kubernetes' rules."""
 from __future__ import annotations
 
 import pytest

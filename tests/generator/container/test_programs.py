@@ -1,4 +1,4 @@
-"""Which images run on this machine (the process node and `generator run`), and how the rest are refused."""
+"""Which images run on this machine under `generator run`, and how the rest are refused."""
 from __future__ import annotations
 
 import shutil
@@ -57,15 +57,6 @@ def rendered_images(chart: str, name: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def unbuilt(known: programs.Program, message: str) -> bool:
-    """Whether `message` refuses the operator's image only because its binary is not built yet
-    (`cluster build` makes it; a machine without Go never has it)."""
-    if known.binary is None or "which is not built" not in message:
-        return False
-    assert "run `python -m generator cluster build`" in message
-    return True
-
-
 # `generator run` runs the job chart's pods; the operator chart's controllers run only on the cluster.
 @pytest.mark.parametrize(("chart", "name"), [case for case in scenarios.all_cases() if case[0] == "pytorchjob"])
 def test_every_image_the_job_chart_renders_runs_here_or_is_refused_with_the_mapping_that_runs_it(chart, name):
@@ -73,27 +64,20 @@ def test_every_image_the_job_chart_renders_runs_here_or_is_refused_with_the_mapp
     assert images, "the scenario renders no image"
     named = yaml.safe_dump(scenarios.values(chart, name))  # a mirror is named in the values; the rest are the charts' own
     for obj, image, role in images:
-        # As `generator run` resolves images: no built program is passed in.
-        binaries = {}
-        known = next(p for p in programs.known(binaries).values() if p.role == role)
+        known = next(p for p in programs.known().values() if p.role == role)
         repository = programs.repository(image)
         try:
-            program = programs.resolve(image, binaries=binaries)
+            program = programs.resolve(image)
         except programs.ImagePullError as refused:
             message = str(refused)
-            if not unbuilt(known, message):
-                assert repository in named, f"{obj}: the chart's own image {image} is refused: {message}"
-                assert message.startswith(f'image "{image}" cannot run on this machine'), (obj, message)
-                assert f"`--image {repository}=<one of them>`" in message and known.repository in message, (obj, message)
-            try:
-                program = programs.resolve(image, {repository: known.repository}, binaries)  # the mapping the hint offers
-            except programs.ImagePullError as still:
-                assert unbuilt(known, str(still)), (obj, str(still))
-                continue
+            assert repository in named, f"{obj}: the chart's own image {image} is refused: {message}"
+            assert message.startswith(f'image "{image}" cannot run on this machine'), (obj, message)
+            assert f"`--image {repository}=<one of them>`" in message and known.repository in message, (obj, message)
+            program = programs.resolve(image, {repository: known.repository})  # the mapping the hint offers
         assert program.role == role, f"{obj}: {image} runs as the {program.role} image, not the {role}"
         if role == "trainer":  # what `generator run` and the node start for it
             assert program.entrypoint == ("python", "-m", "trainer") and program.mode == programs.HOST
-        elif program.binary is None:
+        else:
             assert shutil.which(program.entrypoint[0]), f"{obj}: {image} runs {program.entrypoint[0]}, absent here"
 
 
@@ -132,7 +116,7 @@ def test_a_folder_is_what_the_image_holds_at_path_else_at_its_working_dir_else_w
     (tmp_path / "proj").mkdir()
     assert programs.mapping("toy=proj", KNOWN) == ("toy", str(tmp_path / "proj"))  # made absolute: the node runs elsewhere
     assert programs.mapping("toy=proj:/opt/app/", KNOWN) == ("toy", f"{tmp_path / 'proj'}:/opt/app")
-    # A tag is the real node's to build; the process node's programs stand for every tag of the repository.
+    # A tag is the node's to pull; under `run` this machine's programs stand for every tag of the repository.
     tagged = dict([programs.mapping("toy:1.0=proj", KNOWN), programs.mapping("localhost:5000/ml/bert=host", KNOWN)])
     assert tagged == {"toy:1.0": str(tmp_path / "proj"), "localhost:5000/ml/bert": "host"}
     assert programs.by_repository(tagged) == {"toy": str(tmp_path / "proj"), "localhost:5000/ml/bert": "host"}

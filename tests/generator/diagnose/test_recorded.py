@@ -1,5 +1,5 @@
 """diagnose on snapshots recorded with `diagnose --save` from jobs on `generator cluster up`: the
-real scheduler's, operator's and process kubelet's objects and events, read back from the file."""
+real scheduler's, operator's and kubelet's objects and events, read back from the file."""
 from __future__ import annotations
 
 from pathlib import Path
