@@ -99,6 +99,7 @@ demo: venv
 bench: venv $(VENV)/torchx/bin/torchx
 	PATH="$(CURDIR)/$(VENV)/torchx/bin:$$PATH" $(PY) -m tests.support.bench_generator
 	$(PY) -m tests.support.bench_trainer
+	$(PY) -m tests.support.bench_cluster
 
 # torchx, for the generator benchmark's comparison, in a venv of its own.
 $(VENV)/torchx/bin/torchx:

@@ -129,8 +129,8 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
     support.system_reserved(node, support.Capacity.read())  # refused before anything starts
     if lifecycle.running(layout) is None:
         lifecycle.check_machine(layout, _say)
-    state = lifecycle.up(layout, values_file, timeout, say=_say, node=node, operator=operator,
-                         trainer=trainer, kueue=kueue, kueue_quota=kueue_quota)
+    state = lifecycle.up(layout, lifecycle.Releases(operator, values_file, trainer, kueue, kueue_quota), timeout,
+                         say=_say, node=node)
     from generator.controlplane import build
 
     installed = (f"operator release {state.operator.release} in namespace {state.operator.namespace}"

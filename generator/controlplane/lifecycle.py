@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator.controlplane import build, kueue_release, network, processes, state, trainer_release
@@ -13,6 +14,17 @@ from generator.controlplane.layout import MARKER, Layout
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
 from generator.controlplane.teardown import down, ours
 from generator.errors import UserError
+
+
+@dataclass(frozen=True)
+class Releases:
+    """What `cluster up` installs on the node: the operator chart (with its values file, if any),
+    Kubeflow Trainer, Kueue and the size of Kueue's ClusterQueue."""
+    operator: bool = True
+    values_file: str | None = None
+    trainer: bool = False
+    kueue: bool = False
+    kueue_quota: str | None = None
 
 
 def running(layout: Layout) -> ClusterState | None:
@@ -71,15 +83,15 @@ def _check_held(reg, values_file: str, values: dict) -> None:
                         f"IMAGE --as {image}` for your mirror of an image it holds")
 
 
-def _again(layout: Layout, current: ClusterState, node: NodeOptions, trainer: bool, kueue: bool, say) -> ClusterState:
+def _again(layout: Layout, current: ClusterState, node: NodeOptions, releases: Releases, say) -> ClusterState:
     """`cluster up` on a cluster that runs: what it lacks is refused with the way to get it; new
     `--image` folders are pushed (the node pulls them anew)."""
     if current.phase != "ready":
         raise UserError(f"a cluster in {layout.root} is {current.phase}"
                         + (f" ({current.error})" if current.error else "")
                         + "; run `python -m generator cluster down` first")
-    for asked, there, flag, what in ((trainer, current.trainer, "--trainer", "Kubeflow Trainer"),
-                                     (kueue, current.kueue, "--kueue", "Kueue")):
+    for asked, there, flag, what in ((releases.trainer, current.trainer, "--trainer", "Kubeflow Trainer"),
+                                     (releases.kueue, current.kueue, "--kueue", "Kueue")):
         if asked and not there:
             raise UserError(f"the cluster in {layout.root} runs without {what}; run `python -m generator "
                             f"cluster down`, then `cluster up {flag}`")
@@ -114,28 +126,28 @@ def _operator_values(values_file: str | None) -> dict | None:
     return values
 
 
-def _supervisor_argv(layout: Layout, values_file: str | None, node: NodeOptions, operator: bool, trainer: bool,
-                     kueue: bool, kueue_quota: str | None) -> list[str]:
+def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases) -> list[str]:
     argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
-    if values_file:
-        argv += ["-f", str(Path(values_file).resolve())]
-    if not operator:
+    if releases.values_file:
+        argv += ["-f", str(Path(releases.values_file).resolve())]
+    if not releases.operator:
         argv.append("--no-operator")
-    if trainer:
+    if releases.trainer:
         trainer_release.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
         argv.append("--trainer")
-    if kueue:
+    if releases.kueue:
         kueue_release.checked_chart()  # its chart found before anything starts
-        argv += ["--kueue"] + ([f"--kueue-quota={kueue_quota}"] if kueue_quota else [])
+        argv += ["--kueue"] + ([f"--kueue-quota={releases.kueue_quota}"] if releases.kueue_quota else [])
     return [*argv, f"--node={node.encode()}"]
 
 
-def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
-       operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
+def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, say=print,
+       node: NodeOptions | None = None) -> ClusterState:
     node = node or NodeOptions()
     current = running(layout)
     if current:
-        return _again(layout, current, node, trainer, kueue, say)
+        return _again(layout, current, node, releases, say)
+    values_file = releases.values_file
     operator_values = _operator_values(values_file)
     try:
         network.check()
@@ -144,7 +156,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     layout.create()  # first: only the user's own cluster folder has its leftovers removed
     build.ensure(say)
     reg = _publish(node.images, say)
-    if operator and operator_values is not None:
+    if releases.operator and operator_values is not None:
         _check_held(reg, values_file, operator_values)
     from generator.controlplane.realnode import build as real_build
 
@@ -154,7 +166,7 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     if reused:
         say(reused)
     layout.logs.mkdir(parents=True, exist_ok=True)
-    argv = _supervisor_argv(layout, values_file, node, operator, trainer, kueue, kueue_quota)
+    argv = _supervisor_argv(layout, node, releases)
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
