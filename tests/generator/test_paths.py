@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import subprocess
+
 import tomllib
 
 from generator import paths
