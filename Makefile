@@ -13,7 +13,7 @@ TEST_JOBS ?= auto
 # two clusters side by side fit a 2-core machine, as the suite mostly waits on its controllers.
 E2E_JOBS ?= 2
 
-.PHONY: venv test test-slow e2e e2e-binaries e2e-image lint golden docs demo bench image clean
+.PHONY: venv test test-slow e2e e2e-binaries e2e-image lint golden docs demo bench image clean dist version
 
 venv: $(STAMP)
 
@@ -83,6 +83,15 @@ $(VENV)/checkov/bin/checkov:
 golden: venv
 	$(PY) -m tests.support.golden
 
+# The release's artifacts in dist/: the sdist, the wheel built from it, and both charts packaged by the helm CLI
+# (built into the cache once, as `generator cluster build` builds it). One version for all: make version V=X.Y.Z.
+dist: venv
+	rm -rf dist
+	$(PY) -m tests.support.release dist dist
+
+version: venv
+	$(PY) -m tests.support.release version $(V)
+
 # Regenerate the charts' README parameter tables from their values.yaml.
 docs: venv
 	$(PY) -m tests.support.chartdoc charts/pytorchjob charts/pytorch-operator
@@ -113,4 +122,4 @@ image: venv
 	$(PY) -m generator image build --variant $(VARIANT)
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) runs build dist *.egg-info .pytest_cache .hypothesis

@@ -21,7 +21,7 @@ from pathlib import Path
 from generator import paths
 from generator.errors import UserError
 
-GO_MODULE = Path(__file__).parent / "go"
+GO_MODULE = paths.go_module("go")
 KUBE_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
 OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 OPERATOR_VERSION = "v1.9.4"
@@ -38,7 +38,7 @@ TRAINER_VERSION = "v2.3.0"
 TRAINER_PACKAGE = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
 TRAINER_BINARY = "trainer-controller-manager"
 # JobSet's version is the one jobset/go.mod requires; `go install` cannot build it (the proxy will not list it).
-JOBSET_MODULE_DIR = Path(__file__).parent / "jobset"
+JOBSET_MODULE_DIR = paths.go_module("jobset")
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 JOBSET_BINARY = "jobset"
 # The OCI registry that holds this machine's images (controlplane/registry.py): distribution's, the

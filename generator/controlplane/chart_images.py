@@ -147,7 +147,7 @@ def plan(images: dict[str, str]) -> list[Made]:
             out.append(Made(image, "torch"))
         else:
             raise UserError(f"{image}, which the chart {images[image]} names, has no recipe here: say how it is made "
-                            f"in {Path(__file__).relative_to(paths.ROOT)}")
+                            f"in {Path(__file__).relative_to(paths.PACKAGE.parent)}")
     return out
 
 

@@ -18,8 +18,8 @@ MARK_TEXT = ("A pytorchjob-kit cluster's folder: `python -m generator cluster do
 
 
 def default_dir() -> Path:
-    """Per checkout, unlike the binaries: two clones must not share one cluster's folder by accident."""
-    return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or paths.ROOT / ".cache" / "cluster")
+    """Per checkout, unlike the binaries (paths.cluster_dir); $PYTORCHJOB_KIT_CLUSTER first."""
+    return Path(os.environ.get("PYTORCHJOB_KIT_CLUSTER") or paths.cluster_dir())
 
 
 @dataclass(frozen=True)

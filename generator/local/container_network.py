@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from generator import paths
 from generator.errors import UserError
 from generator.images import engine as engine_
 from generator.local.plan import Network, Plan, Replica
@@ -122,9 +123,7 @@ def reap(owner: str, engine: str) -> None:
 
 def _watcher(eng: engine_.Engine, owner: str) -> subprocess.Popen:
     """reap() in a session of its own, which outlives this process whatever ends it."""
-    import generator
-
-    where = str(Path(generator.__file__).resolve().parent.parent)
+    where = str(paths.PACKAGE.parent)
     env = {**eng.environ(), "PYTHONPATH": os.pathsep.join(filter(None, [where, os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-c", "import sys; from generator.local.container_network import reap; "
                              "reap(sys.argv[1], sys.argv[2])", owner, eng.name], env=env, start_new_session=True,

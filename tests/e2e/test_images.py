@@ -493,10 +493,9 @@ def test_the_readmes_image_config_sample_is_what_the_commands_print(engine, regi
 
     import yaml
 
-    from tests.support import samples
+    from tests.support import docs, samples
 
-    readme = (ROOT / "README.md").read_text()
-    block = samples.block_after(readme, "For an `app/Dockerfile` that makes its user")
+    block = docs.block("generator.md", "The generator", fence="text", after="For an `app/Dockerfile` that makes its user")
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "train.py").write_text("print('hi')\n")
     (tmp_path / "app" / "Dockerfile").write_text(

@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LocalCluster, needs_real_node, pull_images, trainer_image
-from tests.support import ROOT
+from tests.support import ROOT, docs
 from tests.support.samples import mismatch
 
-README = (ROOT / "README.md").read_text()
-SECTION = README.split("## A real cluster on your machine", 1)[1].split("\n## ", 1)[0]
-BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+BLOCK = docs.block("cluster.md", "A real cluster on your machine")
 
 # Lines of `cluster up` that depend on what this machine had before: its builds and its registry.
 MACHINE_STATE = ("building ", "registry serving on ")

@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import pull_images, trainer_image
-from tests.support import ROOT
+from tests.support import ROOT, docs
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-README = (ROOT / "README.md").read_text()
-SECTION = README.split("## The job chart", 1)[1].split("\n## ", 1)[0]
 
 
 @pytest.fixture(scope="module")
@@ -36,20 +34,16 @@ def pulled(cluster):
 
 
 def readme_commands() -> list[str]:
-    blocks = re.findall(r"```console\n(.*?)```", SECTION, re.S)
-    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()
-            if line.startswith(("helm ", "kubectl "))]
+    return [line for block in docs.blocks("charts.md", "The job chart") for line in docs.command_lines(block, ("helm ", "kubectl "))]
 
 
 def generator_commands() -> list[str]:
     """The README's `On a cluster` block."""
-    section = README.split("### On a cluster", 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
-    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+    return [line.split("  #")[0].strip() for line in docs.block("generator.md", "On a cluster").splitlines() if line.strip()]
 
 
 def mnist_yaml() -> str:
-    text = re.search(r"```yaml\n# mnist.yaml\n(.*?)```", SECTION, re.S).group(1)
+    text = docs.block("charts.md", "The job chart", fence="yaml").removeprefix("# mnist.yaml\n")
     assert '"--dataset", "mnist"' in text
     return text.replace('"--dataset", "mnist"', '"--dataset", "digits"')
 

@@ -13,7 +13,8 @@ import pytest
 
 from tests.e2e import test_readme_cluster as readme_cluster
 from tests.e2e.conftest import forget_images
-from tests.e2e.test_readme_cluster import README, pull_trainer_image, same_words, steps
+from tests.e2e.test_readme_cluster import pull_trainer_image, same_words, steps
+from tests.support import docs
 from tests.support.samples import mismatch
 
 shell = readme_cluster.shell  # the same clone's folder and shell, the cluster in a short folder of its own
@@ -23,8 +24,7 @@ shell = readme_cluster.shell  # the same clone's folder and shell, the cluster i
 # image pulled (about a minute) and the block's jobs.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-SECTION = README.split("### Kueue on your machine", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+BLOCK = docs.block("kueue.md", "Kueue on your machine")
 
 
 def words(text: str, cluster_dir, cache, node: str) -> str:

@@ -3,7 +3,6 @@ the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0, each command's output compa
 README's sample in the words test_readme_cluster puts machine-specific text in."""
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import sys
@@ -13,7 +12,8 @@ import pytest
 
 from tests.e2e import test_readme_cluster as readme_cluster
 from tests.e2e.conftest import forget_images
-from tests.e2e.test_readme_cluster import README, pull_trainer_image, same_words, steps
+from tests.e2e.test_readme_cluster import pull_trainer_image, same_words, steps
+from tests.support import docs
 from tests.support.samples import mismatch
 
 shell = readme_cluster.shell  # the same clone's folder and shell, the cluster in a short folder of its own
@@ -22,8 +22,7 @@ shell = readme_cluster.shell  # the same clone's folder and shell, the cluster i
 # the trainer's image pulled (about a minute) and the block's jobs.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-SECTION = README.split("### Trainer v2 on your machine", 1)[1].split("\n## ", 1)[0]
-BLOCK = re.search(r"```console\n(.*?)```", SECTION, re.S).group(1)
+BLOCK = docs.block("trainer-v2.md", "Trainer v2 on your machine")
 
 
 def test_the_readme_trainer_block_prints_what_the_readme_shows(shell):

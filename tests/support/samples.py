@@ -1,4 +1,4 @@
-"""The README's sample outputs, compared with what the commands print. In a sample, a line that
+"""The docs' sample outputs (cut out by tests/support/docs.py), compared with what the commands print. In a sample, a line that
 is only `...` stands for any number of lines the sample leaves out, and `...` within a line for
 text that differs between runs or machines (times, the last digits of an accuracy); everything
 else must be printed as written, line for line."""
@@ -32,8 +32,3 @@ def mismatch(sample: str, output: str) -> str:
             return f"after {lines[n - 1]!r} the output does not go on with {lines[n] if n < len(lines) else 'its end'!r}"
     return f"the output does not start as {lines[0]!r}"
 
-
-def block_after(text: str, heading: str, fence: str = "text") -> str:
-    """The first ```fence block after the heading, without its fences."""
-    section = text.split(heading, 1)[1]
-    return re.search(rf"```{fence}\n(.*?)```", section, re.S).group(1)

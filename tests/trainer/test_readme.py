@@ -2,24 +2,18 @@
 IDX files already in --data-dir (made here: CI has no internet), and the synthetic throughput
 run, whose GPU-only flags say on a CPU that they do nothing."""
 import json
-import re
 import shlex
 import subprocess
 import sys
 
 import pytest
 
-from tests.support import ROOT, mnist_files, trainer_procs
+from tests.support import docs, mnist_files, trainer_procs
 
 pytestmark = pytest.mark.trains  # real training: started first, so parallel workers end together
 
-README = (ROOT / "README.md").read_text()
-
-
 def commands() -> list[str]:
-    section = README.split("## The trainer", 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
-    return [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("python -m trainer")]
+    return docs.command_lines(docs.block("trainer.md", "The trainer"), "python -m trainer")
 
 
 def test_the_readme_gives_the_three_runs():

@@ -20,7 +20,7 @@ from generator.controlplane import build
 from generator.controlplane.realnode import oci
 from generator.errors import UserError
 
-CONTAINERD_MODULE_DIR = Path(__file__).parent.parent / "containerd"
+CONTAINERD_MODULE_DIR = paths.go_module("containerd")
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CONTAINERD_BINARIES = ["containerd", "containerd-shim-runc-v2", "ctr"]
 # No cgo, so no btrfs, devmapper or zfs snapshotters: the node uses overlayfs.
@@ -29,7 +29,7 @@ KUBELET = "kubelet"
 # Services' ClusterIPs: kube-proxy of the same release, in the node's network namespace (realnode/proxy.py).
 KUBE_PROXY = "kube-proxy"
 # The cluster DNS: CoreDNS with the plugins its Corefile uses (controlplane/coredns/main.go).
-COREDNS_MODULE_DIR = Path(__file__).parent.parent / "coredns"
+COREDNS_MODULE_DIR = paths.go_module("coredns")
 COREDNS_MODULE = "github.com/coredns/coredns"
 COREDNS = "coredns"
 # The sandbox image: kubernetes' own pause program (build/pause of the k8s.io/kubernetes module),

@@ -1,4 +1,4 @@
-"""The README's generator examples, run as written (in a scratch folder beside the repository's
+"""The docs' generator examples (and the README's `make demo`), run as written (in a scratch folder beside the repository's
 tests/ and charts/): each exits 0 and writes the files it names."""
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ import sys
 
 import pytest
 
-from tests.support import ROOT, samples
-
-README = (ROOT / "README.md").read_text()
+from tests.support import ROOT, docs, samples
 
 
 def commands() -> list[str]:
-    section = README.split("## The generator", 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
-    joined = block.replace("\\\n", " ")
-    return [line.strip() for line in joined.splitlines() if line.startswith("python -m generator")]
+    return docs.command_lines(docs.block("generator.md", "The generator"), "python -m generator")
 
 
 def test_the_readmes_generator_examples_run_as_written(tmp_path):
@@ -49,9 +44,7 @@ def test_the_readmes_generator_examples_run_as_written(tmp_path):
 @pytest.mark.trains
 @pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_the_readmes_trainer_v2_example_trains_every_node_as_written(tmp_path):
-    section = README.split("### Kubeflow Trainer v2", 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
-    ran = [line.strip() for line in block.splitlines() if line.startswith("python -m generator")]
+    ran = docs.command_lines(docs.block("trainer-v2.md", "Kubeflow Trainer v2: the same values"), "python -m generator")
     assert [shlex.split(c)[3] for c in ran] == ["values", "run"]
     for line in ran:
         proc = subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, capture_output=True, text=True,
@@ -78,7 +71,7 @@ def test_make_demo_prints_the_readmes_sample(tmp_path):
                            "STAMP="], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=280, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout
-    sample = samples.block_after(README, "$ make demo")
+    sample = docs.block("README.md", "Two commands", fence="text", after="$ make demo")
     assert samples.mismatch(sample, proc.stdout) == "", proc.stdout
     # What the sample abridges is still there, as it says: eight epochs, and a trained model.
     metrics = json.loads((tmp_path / "runs/demo/demo-output/metrics.json").read_text())
@@ -89,7 +82,7 @@ def test_make_demo_prints_the_readmes_sample(tmp_path):
 def test_the_readmes_diagnose_sample_is_what_diagnose_prints():
     """The sample is a job recorded on `generator cluster up` asking for more GPUs than the node has
     (tests/generator/diagnose/recorded/): diagnosed from that recording, it prints the sample."""
-    block = samples.block_after(README, "### Why is my job not running", fence="console")
+    block = docs.block("diagnose.md", "Why is my job not running")
     command, *sample = block.splitlines()
     assert command == "$ python -m generator diagnose bert"
     recorded = ROOT / "tests/generator/diagnose/recorded/insufficient-gpus.yaml"
@@ -101,12 +94,10 @@ def test_the_readmes_diagnose_sample_is_what_diagnose_prints():
 
 @pytest.mark.trains
 def test_the_readmes_migration_example_runs_as_written_and_prints_its_report(tmp_path):
-    heading = "### Move a PyTorchJob to Trainer v2"
-    section = README.split(heading, 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
-    ran = [line.strip() for line in block.splitlines() if line.startswith("python -m generator")]
+    heading = "Move a PyTorchJob to Trainer v2"
+    ran = docs.command_lines(docs.block("trainer-v2.md", heading), "python -m generator")
     assert [shlex.split(c)[3] for c in ran] == ["convert", "convert", "run"]
-    prompt, sample = samples.block_after(README, heading).split("\n", 1)
+    prompt, sample = docs.block("trainer-v2.md", heading, fence="text").split("\n", 1)
     assert prompt == f"$ {ran[0]}"
     for folder in ("tests", "charts"):
         (tmp_path / folder).symlink_to(ROOT / folder)

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import REFERENCE, ROOT, local_jobs
+from tests.support import REFERENCE, ROOT, docs, local_jobs
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.trains
-README = (ROOT / "README.md").read_text()
 PROJECT = ROOT / "tests" / "userproject"
 IMAGE = "registry.example.com/ml/toy"
 CPU_DEMO = REFERENCE / "training-operator-v1.9.4" / "examples" / "cpu-demo_demo.yaml"
@@ -37,8 +36,7 @@ def result(folder: Path) -> dict:
 
 @pytest.mark.slow  # a long real run, as written: in `make test-slow`, so `make test` stays within 5 minutes
 def test_the_readmes_own_code_example_runs_as_written(tmp_path):
-    section = README.split("### Your own code", 1)[1]
-    block = re.search(r"```console\n(.*?)```", section, re.S).group(1)
+    block = docs.block("run.md", "Your own code")
     lines = [line for line in block.splitlines() if line and not line.startswith("#")]
     assert [shlex.split(line)[0] for line in lines] == ["python", "python", "curl", "python"]
     (tmp_path / "tests").symlink_to(ROOT / "tests")

@@ -12,7 +12,7 @@ from generator.kinds.pytorchjob import plan as v1_plan
 from generator.kinds.trainjob import plan as v2_plan
 from generator.local import containers
 from generator.local import plan as local_plan
-from tests.support import local_jobs
+from tests.support import docs, local_jobs
 from tests.support.cli_helpers import run
 
 NETWORK = local_plan.Network("demo", "10.89.7.0/24")
@@ -121,7 +121,7 @@ def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
     from generator.kinds import source
     from tests.support import ROOT
 
-    shown = re.search(r"With `--container`.*?```text\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    shown = docs.block("run.md", "Run a job here", fence="text", after="With `--container`")
     demo = re.search(r"^demo: venv\n\t\$\(PY\) -m generator (values .*?-o) runs/demo-values.yaml", (ROOT / "Makefile").read_text(),
                      re.S | re.M).group(1).replace("\\\n", " ")
     code, _, err = run(*demo.split(), str(tmp_path / "demo-values.yaml"))
