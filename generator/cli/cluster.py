@@ -64,7 +64,7 @@ def _node_flag(ctx, param, value):
     return value
 
 
-node_option = click.option("--node", "node_kind", metavar="real", callback=_node_flag, hidden=True,
+node_option = click.option("--node", "_node", metavar="real", callback=_node_flag, hidden=True, expose_value=False,
                            help="The node kind; `real` is the only one.")
 
 
@@ -98,7 +98,7 @@ node_option = click.option("--node", "node_kind", metavar="real", callback=_node
               help="The ClusterQueue's quota instead of the node's, as cpu=3,memory=8Gi,nvidia.com/gpu=1 (each one "
                    "given replaces the node's); `none` creates no queues.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, node_kind, trainer, kueue, kueue_quota,
+def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, trainer, kueue, kueue_quota,
        directory) -> None:
     """Start the control plane and its node (the kubelet, containerd, runc and kube-proxy: root,
     writable cgroups, runc, iptables and the CNI plugins, installed from Debian's packages when
@@ -189,7 +189,7 @@ def down(directory, purge) -> None:
 
 @command.command("build")
 @node_option
-def build_cmd(node_kind) -> None:
+def build_cmd() -> None:
     """Build the control plane's and the node's binaries from Go modules (and the node's sandbox
     image; runc, iptables and the CNI plugins from Debian's packages when missing), once per
     machine, into the user's cache ($PYTORCHJOB_KIT_CACHE, else $XDG_CACHE_HOME/pytorchjob-kit or

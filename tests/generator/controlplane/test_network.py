@@ -13,10 +13,6 @@ from generator.controlplane import network
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
                                 reason="network namespaces need root and iproute2 (the local cluster needs them too)")
 
-SERVE = "import http.server,socket,sys; s=http.server.HTTPServer(('0.0.0.0',8080),type('H',(http.server.BaseHTTPRequestHandler,)," \
-        "{'do_GET':lambda h:(h.send_response(200),h.end_headers(),h.wfile.write(sys.argv[1].encode())),'log_message':lambda *a:None}));" \
-        "print('up',flush=True); s.serve_forever()"
-
 
 @pytest.fixture
 def pods(tmp_path):
