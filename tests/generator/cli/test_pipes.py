@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -147,13 +146,13 @@ def test_logs_follow_of_a_running_job_stops_once_the_reader_quits(api, tmp_path)
     thread = threading.Thread(target=trainer, daemon=True)
     thread.start()
     try:
-        started = time.monotonic()
-        code, line, err = read_one_line_then_close(["logs", "mnist", "--follow"], tmp_path, timeout=20)
+        # Bounded from the reader's quitting alone (a follow that never stopped would wait out the 60 s),
+        # never from the start, which a busy machine may take long over.
+        code, line, err = read_one_line_then_close(["logs", "mnist", "--follow"], tmp_path, timeout=60)
     finally:
         talking.set()
     assert line == "master-0 | epoch 1\n"
     assert code == OUTPUT_CLOSED and quiet(err), err
-    assert time.monotonic() - started < 15
 
 
 def replicas_of(run_dir: Path) -> list[int]:
