@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -10,10 +9,12 @@ from generator.cli.common import emit, format_option, image_option
 
 
 def _layout(directory: str | None):
-    from generator.controlplane.layout import Layout, default_dir
+    """The cluster's folder, refused before anything reads it when another user could change what its
+    path leads to (generator/trusted.py): never resolved through a link."""
+    from generator import trusted
+    from generator.controlplane.layout import FIX, Layout, default_dir
 
-    return Layout(Path(directory).resolve() if directory else default_dir())
-
+    return Layout(trusted.check(directory or default_dir(), "--dir", FIX, itself=False))
 
 
 dir_option = click.option("--dir", "directory", metavar="DIR",
@@ -147,7 +148,9 @@ def status(fmt, directory) -> None:
     """What runs, with each process's log file."""
     from generator.controlplane import lifecycle
 
-    report = lifecycle.status(_layout(directory))
+    layout = _layout(directory)
+    layout.check_owned()  # another user's folder holds a state file of their writing: not read
+    report = lifecycle.status(layout)
     if fmt == "json":
         emit(json.dumps(report, indent=2) + "\n", None)
         return
@@ -174,6 +177,7 @@ def down(directory, purge) -> None:
     from generator.controlplane import teardown
 
     layout = _layout(directory)
+    layout.check_owned()  # another user's folder: its state file could name anything to stop or delete
     if purge:
         layout.check_ours()  # before anything is stopped: --purge of a folder that is no cluster's does nothing
     stopped = teardown.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))
