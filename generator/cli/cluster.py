@@ -10,11 +10,14 @@ from generator.cli.common import emit, format_option, image_option
 
 def _layout(directory: str | None):
     """The cluster's folder, refused before anything reads it when another user could change what its
-    path leads to (generator/trusted.py): never resolved through a link."""
+    path leads to (generator/trusted.py; never resolved through a link) or when it is another user's:
+    their state file could name a kubeconfig of theirs, or what root is to stop and delete."""
     from generator import trusted
     from generator.controlplane.layout import FIX, Layout, default_dir
 
-    return Layout(trusted.check(directory or default_dir(), "--dir", FIX, itself=False))
+    layout = Layout(trusted.check(directory or default_dir(), "--dir", FIX, itself=False))
+    layout.check_owned()
+    return layout
 
 
 dir_option = click.option("--dir", "directory", metavar="DIR",
@@ -148,9 +151,7 @@ def status(fmt, directory) -> None:
     """What runs, with each process's log file."""
     from generator.controlplane import lifecycle
 
-    layout = _layout(directory)
-    layout.check_owned()  # another user's folder holds a state file of their writing: not read
-    report = lifecycle.status(layout)
+    report = lifecycle.status(_layout(directory))
     if fmt == "json":
         emit(json.dumps(report, indent=2) + "\n", None)
         return
@@ -177,7 +178,6 @@ def down(directory, purge) -> None:
     from generator.controlplane import teardown
 
     layout = _layout(directory)
-    layout.check_owned()  # another user's folder: its state file could name anything to stop or delete
     if purge:
         layout.check_ours()  # before anything is stopped: --purge of a folder that is no cluster's does nothing
     stopped = teardown.down(layout, warn=lambda message: click.echo(f"warning: {message}", err=True))

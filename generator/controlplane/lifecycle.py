@@ -128,6 +128,7 @@ def _check_held(reg, values_file: str, values: dict) -> None:
 
 def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print, node: NodeOptions | None = None,
        operator: bool = True, trainer: bool = False, kueue: bool = False, kueue_quota: str | None = None) -> ClusterState:
+    layout.check_owned()  # before its state is read: another user's could name their own kubeconfig
     current = running(layout)
     if current:
         if current.phase != "ready":

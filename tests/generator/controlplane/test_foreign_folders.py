@@ -150,3 +150,23 @@ def test_roots_cache_below_another_users_folder_is_refused(machine, monkeypatch)
         paths.cache_dir()
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(machine / "root" / "cache"))
     assert paths.cache_dir() == machine / "root" / "cache"
+
+
+def test_up_in_another_users_folder_is_refused_before_their_state_is_read(machine):
+    """Their state file says a cluster is ready, its supervisor a process of theirs that carries the
+    cluster's marker, with their kubeconfig: `up` must not hand it to the user as the cluster's."""
+    from generator.controlplane.layout import MARKER
+
+    folder = machine / "tmp" / "cluster"
+    supervisor = subprocess.Popen(["sleep", "300"], env={MARKER: str(folder)}, preexec_fn=lambda: os.setuid(OTHER_USER))
+    try:
+        theirs = state.ClusterState(phase="ready", pid=supervisor.pid, server="https://10.0.0.1:6443",
+                                    kubeconfig=str(folder / "their-kubeconfig")).to_json()
+        as_other_user("sh", "-ec", 'mkdir -m 0755 "$1"; printf %s "$2" > "$1/state.json"; : > "$1/$3"', "sh",
+                      str(folder), theirs, MARK_FILE)
+        code, out, err = run("cluster", "up", "--dir", str(folder))
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    assert code == 1 and "their-kubeconfig" not in out + err
+    assert f"{folder} belongs to uid {OTHER_USER}, not to you" in err
