@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from generator.container import ports
-from generator.controlplane import components, kubelet, network, operator, pki, processes, storage
+from generator.controlplane import components, firewall, kubelet, network, operator, pki, processes, storage
 from generator.controlplane import kueue_release as kueue_release_
 from generator.controlplane import trainer_release as trainer_release_
 
@@ -49,6 +49,10 @@ def pod_network(sup: Supervisor) -> None:
         sup.network = network.PodNetwork.for_cluster(sup.layout.root)
         sup.save(pod_network=sup.network)
         sup.network.create()
+    # Before any pod or CoreDNS answers: only root reaches them (firewall.py).
+    if not firewall.close(sup.network.bridge, sup.network.cidr, required=sup.node.kind == "real"):
+        print(f"warning: no iptables here, so every user of this machine reaches the pods of {sup.network.cidr}",
+              flush=True)
 
 
 def certificates(sup: Supervisor) -> None:

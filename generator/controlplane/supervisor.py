@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from generator import trusted
-from generator.controlplane import bringup, components, kueue_release, network, processes, state
+from generator.controlplane import bringup, components, firewall, kueue_release, network, processes, state
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
@@ -107,6 +107,7 @@ class Supervisor:
                 print(f"real node: {line}", flush=True)
         if self.network is not None:
             self.network.delete()
+            firewall.open_(self.network.bridge)
         self.save(phase="stopped")
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import network, processes, state
+from generator.controlplane import firewall, network, processes, state
 from generator.controlplane.kubelet import cgroups
 from generator.controlplane.layout import Layout, started_by
 from generator.errors import UserError
@@ -113,6 +113,7 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
         # Named from the folder, never from the file: a name written there is only what the file says.
         stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), current.pod_network.cidr))
+    stopped += firewall.open_(network.bridge_name(layout.root))
     if current:
         current.phase = "stopped"
         state.save(layout.state_file, current)
@@ -141,6 +142,7 @@ def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     stopped = _kill_strays(layout, warn)
     stopped += _real_node_teardown(layout, warn)
     stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
+    stopped += firewall.open_(network.bridge_name(layout.root))
     layout.state_file.unlink(missing_ok=True)
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]
 
