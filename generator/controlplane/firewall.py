@@ -1,19 +1,24 @@
-"""Only root on this machine reaches a cluster's addresses: its pods and CoreDNS (on the bridge's
-address) answer anyone who can send them a packet, and the machine routes the cluster's /24, so
-without this every local user could resolve its Services, read the operators' metrics and reach a
-job's MASTER_PORT. One rule in the machine's OUTPUT chain rejects what a process of any other user
-sends to the cluster's /24; the cluster's own processes on the host (API server, kubelet, CoreDNS,
+"""Only root on this machine reaches a cluster's pods and its CoreDNS: they answer anyone who can
+send them a packet, and the machine routes the cluster's /24, so without this every local user could
+resolve its Services, read the operators' metrics and reach a job's MASTER_PORT.
+
+A chain of the cluster's own, jumped to from the machine's OUTPUT chain for what a process of any
+user but root sends to the cluster's /24, rejects all of it but the host's address on the bridge
+(.1), where the API server and the kubelet listen and refuse anyone without credentials; there it
+rejects only CoreDNS's port. The cluster's own processes on the host (API server, kubelet, CoreDNS,
 the supervisor) run as root, and pods send from their own network namespaces, which OUTPUT here
-never sees. The rule is named by the cluster's bridge, which its folder's name derives, so
-`cluster down` removes exactly its own and no rule a state file could name."""
+never sees. The chain is named by the cluster's bridge, which its folder's name derives, so
+`cluster down` removes exactly its own and nothing a state file could name."""
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 from generator.controlplane.network import NetworkError
+from generator.controlplane.realnode.dns import PORT as DNS_PORT  # CoreDNS's, on the host's address
 
 IPTABLES_PATHS = (Path("/usr/sbin/iptables"), Path("/sbin/iptables"))
 
@@ -23,19 +28,29 @@ def _iptables() -> str | None:
     return found or next((str(p) for p in IPTABLES_PATHS if p.is_file()), None)
 
 
-def comment(bridge: str) -> str:
-    return f"pytorchjob-kit {bridge}: only root reaches this cluster"
+def chain(bridge: str) -> str:
+    return f"PJK-{bridge}"  # iptables allows 28 characters; a bridge's name has 11
 
 
-def rule(bridge: str, cidr: str) -> list[str]:
-    """The rule after `-I OUTPUT` / `-D OUTPUT`: REJECT answers at once (ECONNREFUSED), where DROP would hang."""
-    return ["-d", cidr, "-m", "owner", "!", "--uid-owner", "0", "-m", "comment", "--comment", comment(bridge),
-            "-j", "REJECT"]
+def rules(bridge: str, cidr: str) -> list[list[str]]:
+    """The chain's rules, in order. Refused at once where DROP would hang: a TCP reset (ECONNREFUSED),
+    else the send fails (EPERM); RETURN hands the rest of the host's address back to OUTPUT, whatever
+    else the machine's rules say of it."""
+    host = f"{ipaddress.ip_network(cidr).network_address + 1}/32"
+    reset = ["-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    return [["-d", host, "-p", "udp", "--dport", str(DNS_PORT), "-j", "REJECT"],
+            ["-d", host, *reset[:2], "--dport", str(DNS_PORT), *reset[2:]],
+            ["-d", host, "-j", "RETURN"], reset, ["-j", "REJECT"]]
+
+
+def jump(bridge: str, cidr: str) -> list[str]:
+    return ["-d", cidr, "-m", "owner", "!", "--uid-owner", "0", "-m", "comment", "--comment",
+            f"pytorchjob-kit: only root reaches the pods of {bridge}", "-j", chain(bridge)]
 
 
 def close(bridge: str, cidr: str, required: bool = True) -> bool:
-    """Add the cluster's rule (an earlier run's goes first); whether it was added. Without iptables,
-    an error when `required`, else nothing (the caller says the addresses stay open)."""
+    """Add the cluster's chain and OUTPUT's jump to it (an earlier run's go first); whether it was
+    added. Without iptables, an error when `required`, else nothing (the caller says the pods stay open)."""
     iptables = _iptables()
     if iptables is None:
         if required:
@@ -43,14 +58,17 @@ def close(bridge: str, cidr: str, required: bool = True) -> bool:
                                "pods; install it (Debian: `apt-get install iptables`)")
         return False
     open_(bridge)
-    done = subprocess.run([iptables, "-w", "5", "-I", "OUTPUT", *rule(bridge, cidr)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise NetworkError(f"iptables -I OUTPUT {shlex.join(rule(bridge, cidr))}: {done.stderr.strip()}")
+    for args in (["-N", chain(bridge)], *(["-A", chain(bridge), *r] for r in rules(bridge, cidr)),
+                 ["-I", "OUTPUT", *jump(bridge, cidr)]):
+        done = subprocess.run([iptables, "-w", "5", *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            open_(bridge)
+            raise NetworkError(f"iptables {shlex.join(args)}: {done.stderr.strip()}")
     return True
 
 
-def rules(bridge: str) -> list[list[str]]:
-    """The cluster's rules in OUTPUT as `iptables -S` writes them, less `-A OUTPUT`."""
+def jumps(bridge: str) -> list[list[str]]:
+    """OUTPUT's jumps to the cluster's chain, as `iptables -S` writes them, less `-A OUTPUT`."""
     iptables = _iptables()
     if iptables is None:
         return []
@@ -58,16 +76,20 @@ def rules(bridge: str) -> list[list[str]]:
     found = []
     for line in listed.stdout.splitlines():
         words = shlex.split(line)
-        if words[:2] == ["-A", "OUTPUT"] and comment(bridge) in words:
+        if words[:2] == ["-A", "OUTPUT"] and words[-2:] == ["-j", chain(bridge)]:
             found.append(words[2:])
     return found
 
 
 def open_(bridge: str) -> list[str]:
-    """Remove the cluster's rules; what was removed, for `cluster down` to say."""
+    """Remove the cluster's chain and the jumps to it; what was removed, for `cluster down` to say."""
     iptables = _iptables()
-    removed = []
-    for words in rules(bridge):
-        if subprocess.run([iptables, "-w", "5", "-D", "OUTPUT", *words], capture_output=True).returncode == 0:
-            removed.append(f"the firewall rule that kept other users from the pods of {bridge} (removed)")
-    return removed
+    if iptables is None:
+        return []
+    for words in jumps(bridge):
+        subprocess.run([iptables, "-w", "5", "-D", "OUTPUT", *words], capture_output=True)
+    if subprocess.run([iptables, "-w", "5", "-S", chain(bridge)], capture_output=True).returncode != 0:
+        return []
+    subprocess.run([iptables, "-w", "5", "-F", chain(bridge)], capture_output=True)
+    subprocess.run([iptables, "-w", "5", "-X", chain(bridge)], capture_output=True)
+    return [f"the firewall chain {chain(bridge)} that kept other users from the cluster's pods (removed)"]
