@@ -21,7 +21,9 @@ def _layout(directory: str | None):
 
 
 dir_option = click.option("--dir", "directory", metavar="DIR",
-                          help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
+                          help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster). Yours, "
+                               "with no link in its path and every folder above it yours or root's and writable by "
+                               "nobody else (sticky ones such as /tmp excepted).")
 
 
 def _say(line: str) -> None:
@@ -98,7 +100,8 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
     \b
     Protected from other users of this machine: the cluster's folder (0700: CA and keys,
     kubeconfigs, tokens, etcd's data, volumes); etcd (mutual TLS, the API server alone); the API
-    server and the kubelet (TLS, no anonymous requests). Pods run as their securityContext says
+    server and the kubelet (TLS, no anonymous requests); the pods and CoreDNS (a firewall chain
+    lets only root on this machine reach the cluster's addresses). Pods run as their securityContext says
     (user, groups, capabilities, read-only root), each in its own cgroup with its memory and CPU
     limits, and see only their own pod's folder.
     \b
