@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from generator import trusted
 from generator.errors import UserError
 
 # The most an archive may unpack to, all members together; the trainer's image is about 5.4 GB.
@@ -124,7 +125,10 @@ def source(path: Path, limit: int = LIMIT) -> Iterator[str]:
         raise UserError(f"{path}: a tar file without oci-layout or manifest.json, so no image archive; give an image of "
                         "the local store, an OCI archive, or what `docker save` / `podman save` writes")
     _oci(path, members)
-    into = Path(tempfile.mkdtemp(prefix="pytorchjob-kit-archive-"))  # 0700, a new name: ours alone
+    # 0700 and a new name, in a folder nobody else may rename it out of (a sticky /tmp is fine): ours alone.
+    trusted.check(Path(tempfile.gettempdir(), "pytorchjob-kit-archive-"), "the temp folder", "set TMPDIR to a folder "
+                  "of your own", itself=False)
+    into = Path(tempfile.mkdtemp(prefix="pytorchjob-kit-archive-"))
     try:
         try:
             with tarfile.open(path) as tar:

@@ -100,3 +100,18 @@ def test_a_docker_archive_is_read_in_place_and_keeps_only_links_inside_it(tmp_pa
     with pytest.raises(UserError, match=rf"member '{HEX}/layer.tar' is a symbolic link to '../../../etc/shadow', "
                                         "outside the archive"), archive.source(hostile):
         pass
+
+
+def test_an_oci_archive_is_not_unpacked_into_a_temp_folder_others_may_write(tmp_path, monkeypatch):
+    """There another user could rename the private folder away and put links in its place."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("TMPDIR", str(shared))
+    monkeypatch.setattr(archive.tempfile, "tempdir", None)  # read TMPDIR again, as a new process would
+    image = oci.Image("localhost/pytorchjob-kit-test/hello:1", {"hello": (b"hi\n", 0o755)}, ("/hello",))
+    path = oci.write(image, tmp_path / "hello.oci.tar")
+    with pytest.raises(UserError, match=rf"{shared} is writable by other users \(mode 777\)"), \
+            archive.source(path):
+        pass
+    assert list(shared.iterdir()) == []
