@@ -28,13 +28,21 @@ def go_module(name: str) -> Path:
 
 
 def cache_dir() -> Path:
-    """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder."""
+    """The user's cache for this tool: $PYTORCHJOB_KIT_CACHE, else the XDG cache folder. For root,
+    who runs the binaries built there and keeps the registry's keys there, only a folder no other
+    user could swap (generator/trusted.py)."""
     import os
 
     if os.environ.get("PYTORCHJOB_KIT_CACHE"):
-        return Path(os.environ["PYTORCHJOB_KIT_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pytorchjob-kit"
+        folder = Path(os.environ["PYTORCHJOB_KIT_CACHE"])
+    else:
+        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytorchjob-kit"
+    if os.geteuid() == 0:
+        from generator import trusted
+
+        folder = trusted.check(folder, "the cache folder", "set PYTORCHJOB_KIT_CACHE to a folder of root's own, "
+                                                           "such as /root/.cache/pytorchjob-kit")
+    return folder
 
 
 def cluster_dir() -> Path:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
@@ -10,14 +9,21 @@ from generator.cli.common import emit, format_option, image_option
 
 
 def _layout(directory: str | None):
-    from generator.controlplane.layout import Layout, default_dir
+    """The cluster's folder, refused before anything reads it when another user could change what its
+    path leads to (generator/trusted.py; never resolved through a link) or when it is another user's:
+    their state file could name a kubeconfig of theirs, or what root is to stop and delete."""
+    from generator import trusted
+    from generator.controlplane.layout import FIX, Layout, default_dir
 
-    return Layout(Path(directory).resolve() if directory else default_dir())
-
+    layout = Layout(trusted.check(directory or default_dir(), "--dir", FIX, itself=False))
+    layout.check_owned()
+    return layout
 
 
 dir_option = click.option("--dir", "directory", metavar="DIR",
-                          help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster).")
+                          help="The cluster's folder: certificates, etcd data, logs (default: .cache/cluster). Yours, "
+                               "with no link in its path and every folder above it yours or root's and writable by "
+                               "nobody else (sticky ones such as /tmp excepted).")
 
 
 def _say(line: str) -> None:
@@ -107,9 +113,10 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
     \b
     Protected from other users of this machine: the cluster's folder (0700: CA and keys,
     kubeconfigs, tokens, etcd's data, volumes); etcd (mutual TLS, the API server alone); the API
-    server and the kubelet (TLS, no anonymous requests); the registry (mutual TLS). Pods run in
-    containers (runc) as their securityContext says, each in its own cgroup with its memory and
-    CPU limits, under the Pod Security Standard of --pod-security.
+    server and the kubelet (TLS, no anonymous requests); the registry (mutual TLS); the pods and
+    CoreDNS (a firewall chain lets only root on this machine reach the cluster's pod addresses).
+    Pods run in containers (runc) as their securityContext says, each in its own cgroup with its
+    memory and CPU limits, under the Pod Security Standard of --pod-security.
     \b
     Not protected: whoever holds the admin kubeconfig can create privileged pods, which are root
     on this machine; keep the kubeconfig to yourself."""

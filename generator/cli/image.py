@@ -99,9 +99,23 @@ def registry_down() -> None:
 def load(image: str, name: str | None) -> None:
     """Put IMAGE, from the local store or an image archive (OCI, or `docker save`'s), into the registry
     on this machine, starting it if needed: what `kind load` does for a kind cluster."""
-    from generator.controlplane import registry
-    from generator.images import engine
+    from pathlib import Path
 
+    from generator.controlplane import registry
+    from generator.errors import UserError
+    from generator.images import archive, engine
+
+    path = Path(image)
+    if path.is_file():
+        if not name:
+            raise UserError(f"{image}: an archive names no image the registry could hold it as; add --as "
+                            "REPOSITORY:TAG (for example --as registry.example.com/ml/trainer:1.0)")
+        # Checked (and an OCI one unpacked) before anything starts: a hostile archive starts nothing.
+        with archive.source(path) as source:
+            engine.install(["skopeo"], _say)
+            reg = registry.start(say=_say)
+            click.echo(f"holds {reg.address}/{registry.load_archive(reg, path, source, name, say=_say)}")
+        return
     eng = engine.get(_say)
     engine.install(["skopeo"], _say)
     reg = registry.start(say=_say)

@@ -212,6 +212,10 @@ def mapping(value: str, known_repositories: list[str], cwd: Path | None = None) 
                          f"Docker Hub's names short: write {fixed}={target}")
     if target in known_repositories or target == USER_HOST:
         return repo, target
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        # PATH becomes a line of the layer's Containerfile: a newline would add instructions of its own.
+        raise ValueError(f"{value!r}: a control character (a newline, a tab) has no place in REPO, DIR or PATH; "
+                         "write them on one line, without it")
     folder, at = split_code(target)
     where = (cwd or Path.cwd()) / Path(folder).expanduser()
     if not where.is_dir():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from generator.container import ports
-from generator.controlplane import components, network, operator, pki, processes, storage
+from generator.controlplane import components, firewall, network, operator, pki, processes, storage
 from generator.controlplane import kueue_release as kueue_release_
 from generator.controlplane import trainer_release as trainer_release_
 from generator.controlplane.realnode import node_name
@@ -50,6 +50,9 @@ def pod_network(sup: Supervisor) -> None:
         sup.network = network.PodNetwork.for_cluster(sup.layout.root)
         sup.save(pod_network=sup.network)
         sup.network.create()
+    # Before any pod or CoreDNS answers: only root reaches them (firewall.py). iptables is there: the
+    # node needs it (cluster up installed it).
+    firewall.close(sup.network.bridge, sup.network.cidr)
 
 
 def certificates(sup: Supervisor) -> None:

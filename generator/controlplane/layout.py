@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import paths
+from generator import paths, trusted
 from generator.errors import UserError
 
 # Every process a cluster starts carries its folder in this variable, so `cluster down` and the
@@ -15,6 +15,9 @@ MARKER = "PYTORCHJOB_KIT_CLUSTER_DIR"
 MARK_FILE = ".pytorchjob-kit-cluster"
 MARK_TEXT = ("A pytorchjob-kit cluster's folder: `python -m generator cluster down --purge --dir` on it removes its "
              "keys, tokens, etcd data, volumes and logs.\n")
+
+
+FIX = "name a folder of your own, such as one in your home folder, with --dir"
 
 
 def default_dir() -> Path:
@@ -34,13 +37,18 @@ class Layout:
         A folder that is there already is taken only when it is the user's own, not a link, and
         empty or a cluster's (its marker): never another user's folder, CA included, and never a
         folder of other files, which `cluster down --purge` would then empty."""
+        trusted.check(self.root, "--dir", FIX, itself=False)
         self.root.parent.mkdir(parents=True, exist_ok=True)
+        trusted.check(self.root, "--dir", FIX, itself=False)  # the folders just made too (a umask of 0 makes them everyone's)
         try:
             os.mkdir(self.root, 0o700)
         except FileExistsError:
             pass
         fd = self._open()
         try:
+            if os.fstat(fd).st_mode & 0o022 and os.listdir(fd):
+                raise UserError(f"{self.root} is writable by other users and holds files, which may be theirs; name a "
+                                "new or empty folder with --dir")
             if not self._marked(fd) and os.listdir(fd):
                 raise UserError(f"{self.root} holds files, and no cluster made it (it has no {MARK_FILE}); name a new "
                                 "or empty folder with --dir, or the folder of a cluster that `cluster up` made")
@@ -52,10 +60,25 @@ class Layout:
         finally:
             os.close(fd)
 
+    def check_owned(self) -> None:
+        """Refuse, before its state file is read, a folder that is not the user's own (or is a link to
+        one, or lies where another user could swap it): what another user wrote there must not be
+        what root stops, deletes or writes through. No folder at all holds nothing to read."""
+        trusted.check(self.root, "--dir", FIX, itself=False)
+        if not os.path.lexists(self.root):
+            return
+        fd = self._open(create=False)
+        mode = os.fstat(fd).st_mode
+        os.close(fd)
+        if mode & 0o022:
+            raise UserError(f"{self.root} is writable by other users (mode {mode & 0o7777:o}), so what it holds may be "
+                            "theirs: nothing was read or changed; check --dir")
+
     def check_ours(self) -> None:
         """Refuse, before anything there is touched, unless the folder is a cluster's (its marker)
         and belongs to the user running: `--purge --dir /var/lib` must delete nothing. No folder at
         all holds nothing to remove."""
+        trusted.check(self.root, "--dir", FIX, itself=False)
         if not os.path.lexists(self.root):
             return
         fd = self._open(create=False)

@@ -144,6 +144,7 @@ def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases) -> l
 def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, say=print,
        node: NodeOptions | None = None) -> ClusterState:
     node = node or NodeOptions()
+    layout.check_owned()  # before its state is read: another user's could name their own kubeconfig
     current = running(layout)
     if current:
         return _again(layout, current, node, releases, say)

@@ -164,42 +164,25 @@ def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
     return True
 
 
-def archive_transport(path: Path) -> str:
-    """skopeo's transport for an image archive: an OCI layout's, or `docker save`'s and `podman save`'s."""
-    import tarfile
-
-    try:
-        with tarfile.open(path) as tar:
-            names = {m.name.removeprefix("./") for m in tar.getmembers()[:200]}
-    except (tarfile.TarError, OSError) as exc:
-        raise UserError(f"{path}: not an image archive ({exc}); give an image of the local store, an OCI archive, or "
-                        "what `docker save` / `podman save` writes") from None
-    if "oci-layout" in names:
-        return "oci-archive:"
-    if "manifest.json" in names:
-        return "docker-archive:"
-    raise UserError(f"{path}: a tar file without oci-layout or manifest.json, so no image archive; give an image of the "
-                    "local store, an OCI archive, or what `docker save` / `podman save` writes")
-
-
-def load(reg: Registry, eng, image: str, name: str | None = None, say=print) -> str:
-    """Put `image` (a name in the local store, or an archive file) into the registry, under `name`
-    (default: the image's own name, Docker Hub's written out); the name it is held under."""
+def load_archive(reg: Registry, path: Path, source: str, name: str, say=print) -> str:
+    """Put the archive at `path` into the registry as `name`, from skopeo's `source` for it, which
+    images.archive.source checked (and unpacked); the name it is held under."""
     from generator.images import base
     from generator.images import engine as engine_
 
-    path = Path(image)
-    if path.is_file():
-        transport = archive_transport(path)
-        if not name:
-            raise UserError(f"{image}: an archive names no image the registry could hold it as; add --as "
-                            "REPOSITORY:TAG (for example --as registry.example.com/ml/trainer:1.0)")
-        target = base.qualified(name)
-        say(f"pushing {image} to {reg.address}/{target}")
-        engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), f"{transport}{path}",
-                        f"docker://{reg.address}/{target}"], f"pushing {image} to the registry at {reg.address}",
-                       f"the registry's log is {reg.log}", nice=False)
-        return target
+    target = base.qualified(name)
+    say(f"pushing {path} to {reg.address}/{target}")
+    engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), source,
+                    f"docker://{reg.address}/{target}"], f"pushing {path} to the registry at {reg.address}",
+                   f"the registry's log is {reg.log}", nice=False)
+    return target
+
+
+def load(reg: Registry, eng, image: str, name: str | None = None, say=print) -> str:
+    """Put `image`, a name in the local store, into the registry, under `name` (default: the image's
+    own name, Docker Hub's written out); the name it is held under."""
+    from generator.images import base
+
     if not eng.image_id(image):
         raise UserError(f"{image}: no such image in the {eng.name} store, and no such file; build it first "
                         "(`python -m generator image build DIR -t NAME`), or give an archive file")

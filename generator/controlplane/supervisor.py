@@ -17,7 +17,8 @@ import threading
 import traceback
 from pathlib import Path
 
-from generator.controlplane import bringup, components, kueue_release, network, processes, state
+from generator import trusted
+from generator.controlplane import bringup, components, firewall, kueue_release, network, processes, state
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
@@ -106,6 +107,7 @@ class Supervisor:
             print(f"node: {line}", flush=True)
         if self.network is not None:
             self.network.delete()
+            firewall.open_(self.network.bridge)
         self.save(phase="stopped")
 
 
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         from generator.job import values_io
 
         values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
-    supervisor = Supervisor(Layout(args.dir.resolve()), values, args.node, args.trainer, args.kueue, args.kueue_quota)
+    supervisor = Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

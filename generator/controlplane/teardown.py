@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import network, processes, state
+from generator.controlplane import firewall, network, processes, state
 from generator.controlplane.layout import Layout, started_by
 from generator.errors import UserError
 
@@ -79,7 +79,9 @@ def _warn(message: str) -> None:
 
 def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     """Stop the supervisor (which stops its children in order), then anything left behind. What
-    it returns was stopped; what could not be, or was not ours to stop, goes to `warn`."""
+    it returns was stopped; what could not be, or was not ours to stop, goes to `warn`. Refused,
+    with nothing done, for a folder that is not the user's own (its state file is not theirs)."""
+    layout.check_owned()
     try:
         current = state.load(layout.state_file)
     except state.StateError:
@@ -108,7 +110,9 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
     stopped += _kill_strays(layout, warn, killed)
     stopped += _real_node_teardown(layout, warn)
     if current and current.pod_network:  # the bridge and pods' namespaces of a supervisor that could not stop them
-        stopped += _remove_network(current.pod_network)
+        # Named from the folder, never from the file: a name written there is only what the file says.
+        stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), current.pod_network.cidr))
+    stopped += firewall.open_(network.bridge_name(layout.root))
     if current:
         current.phase = "stopped"
         state.save(layout.state_file, current)
@@ -119,7 +123,11 @@ def _real_node_teardown(layout: Layout, warn=_warn) -> list[str]:
     """What a real node left on the machine (a supervisor killed before it could stop it)."""
     from generator.controlplane.realnode import config, host
 
-    if not config.Folders.of(layout).root.is_dir():
+    node = config.Folders.of(layout).root
+    if node.is_symlink():
+        warn(f"{node} is a symbolic link, which no cluster makes: left alone, and nothing done through it")
+        return []
+    if not node.is_dir():
         return []
     done, problems = host.teardown(layout.root)
     for problem in problems:
@@ -133,6 +141,7 @@ def _down_without_state(layout: Layout, warn=_warn) -> list[str]:
     stopped = _kill_strays(layout, warn)
     stopped += _real_node_teardown(layout, warn)
     stopped += _remove_network(network.PodNetwork(network.bridge_name(layout.root), "0.0.0.0/32"))
+    stopped += firewall.open_(network.bridge_name(layout.root))
     layout.state_file.unlink(missing_ok=True)
     return [*stopped, f"{layout.state_file} (unreadable, removed)"]
 

@@ -87,8 +87,11 @@ def ulimits() -> dict[str, str]:
 
 
 def containers_conf() -> str:
-    limits = ", ".join(f'"{name}={value}"' for name, value in ulimits().items())
-    return f'[containers]\ndefault_ulimits = [{limits}]\n\n[engine]\nruntime = "runc"\n'
+    """The machine's containers.conf settings with ours over them (conf.py)."""
+    from generator.images import conf
+
+    return conf.text({"containers": {"default_ulimits": [f"{name}={value}" for name, value in ulimits().items()]},
+                      "engine": {"runtime": "runc"}})
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ def build(eng: engine_.Engine, base: str, folder: str, at: str, repo: str) -> tu
     home = engine_.folder() / "layers"
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     dockerfile = home / f"{tag.rsplit(':', 1)[1]}.Containerfile"
+    if any(ord(c) < 32 or ord(c) == 127 for c in f"{base_id}{at}"):
+        raise ValueError(f"{at!r}: a path with a control character would add lines to the Containerfile")
     text = f"FROM {base_id}\nCOPY . {at}\nWORKDIR {at}\n"
     if not dockerfile.is_file() or dockerfile.read_text() != text:
         dockerfile.write_text(text)

@@ -4,10 +4,12 @@ inputs (the Dockerfile, the files it copies, its build arguments, its base) chan
 own layer cache then rebuilds only the steps after the first changed one."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,21 +30,25 @@ class Recipe:
 
     def copied(self) -> list[Path]:
         """The files of the context that the Dockerfile's COPY and ADD instructions name, and the
-        context's ignore file: what the image is built from besides the Dockerfile."""
+        context's ignore file: what the image is built from besides the Dockerfile. A link is one
+        entry, never followed (a link to /proc/kcore would stall the read), as COPY copies it."""
         text = self.dockerfile.read_text().replace("\\\n", " ")
         sources: list[str] = []
         for line in text.splitlines():
             words = line.split()
             if words and words[0].upper() in ("COPY", "ADD"):
-                sources += [w for w in words[1:-1] if not w.startswith("--")]
+                if any(w.startswith("--from") for w in words[1:]):
+                    continue  # from another stage or image, not from the context
+                sources += [w for w in words[1:-1] if not w.startswith("--") and "://" not in w]
         found: list[Path] = []
         for source in [*sources, ".dockerignore", ".containerignore"]:
-            for path in sorted(self.context.glob(source)) if source not in (".", "./") else [self.context]:
-                if path.is_dir():
-                    found += sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-                elif path.is_file():
-                    found.append(path)
-        return found
+            pattern = source.lstrip("/")  # a source is in the context even when written from its top
+            if ".." in pattern.split("/"):
+                continue  # outside the context: the build refuses it
+            for path in _matches(self.context, pattern):
+                if not _through_link(path, self.context):
+                    found += _entries(path)
+        return list(dict.fromkeys(found))
 
     def key(self, base_id: str = "") -> str:
         digest = hashlib.sha256()
@@ -53,8 +59,55 @@ class Recipe:
             digest.update(self.stamp.encode())
             return digest.hexdigest()[:16]
         for path in self.copied():
-            digest.update(str(path.relative_to(self.context)).encode() + b"\0" + path.read_bytes())
+            digest.update(str(path.relative_to(self.context)).encode() + b"\0")
+            _content(path, digest)
         return digest.hexdigest()[:16]
+
+
+def _matches(context: Path, pattern: str) -> list[Path]:
+    """What a COPY source names: a plain name even when it is a link to nothing here (glob skips those)."""
+    if pattern in ("", ".", "./"):
+        return [context]
+    if any(c in pattern for c in "*?["):
+        return sorted(context.glob(pattern))
+    return [context / pattern] if os.path.lexists(context / pattern) else []
+
+
+def _through_link(path: Path, context: Path) -> bool:
+    """Whether a folder between the context and `path` is a link (the glob followed it)."""
+    return any(parent.is_symlink() for parent in path.parents if parent != context and parent.is_relative_to(context))
+
+
+def _entries(path: Path) -> list[Path]:
+    """The regular files and links at `path`, a folder walked without following links."""
+    if path.is_symlink() or path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []  # a named pipe or a device: nothing an image is built from
+    found = []
+    for top, folders, files in os.walk(path):  # links to folders are listed in `folders`, not entered
+        folders[:] = [f for f in folders if f != "__pycache__"]
+        entries = [Path(top, f) for f in [*files, *folders]]
+        found += sorted(p for p in entries if p.is_symlink() or p.is_file())
+    return found
+
+
+def _content(path: Path, digest) -> None:
+    """A regular file's bytes, or a link's target: opened without following a link, and never a pipe
+    or device put there since (O_NONBLOCK: opening a pipe does not wait)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        digest.update(b"link\0" + os.readlink(path).encode())
+        return
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            digest.update(b"special\0")
+            return
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
 
 
 def _record(tag: str) -> Path:

@@ -1,6 +1,7 @@
-"""The three kernel settings the real node's kubelet sets machine-wide (with protectKernelDefaults
+"""The six kernel settings the real node's kubelet sets machine-wide (with protectKernelDefaults
 false; with true it refuses to start): recorded before the first cluster's kubelet starts and put
-back when the last cluster that holds the record is down."""
+back when the last cluster that holds the record is down. A cluster whose folder is gone (deleted
+without `cluster down`) holds it no more, so it cannot keep the settings changed until a reboot."""
 from __future__ import annotations
 
 import fcntl
@@ -8,9 +9,11 @@ import json
 import os
 from pathlib import Path
 
-# The kubelet with protectKernelDefaults: false sets these machine-wide (1, 10 and 1); with true it
-# refuses to start unless they already have those values.
-KERNEL_SETTINGS = ("vm.overcommit_memory", "kernel.panic", "kernel.panic_on_oops")
+# The kubelet with protectKernelDefaults: false sets these machine-wide (setupKernelTunables in
+# pkg/kubelet/cm/container_manager_linux.go: 1, 0, 10, 1, 1000000, 25000000); with true it refuses to
+# start unless they already have those values. A kernel without keys support lacks the last two.
+KERNEL_SETTINGS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
+                   "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 SYSCTL_DIR = Path("/proc/sys")
 # One record for the machine: two clusters' kubelets set the same settings, and the values put back
 # must be the ones from before the first of them, once the last is down.
@@ -26,7 +29,11 @@ def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir:
     with _locked(record):
         held = _read(record)
         if not held:
-            held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS}, "holders": []}
+            held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS
+                               if _sysctl(n, sysctl_dir).exists()}, "holders": []}
+        # The values stay the first cluster's even when every holder's folder is gone: the settings now
+        # are its kubelet's.
+        held["holders"] = _present(held["holders"])
         if str(holder) not in held["holders"]:
             held["holders"].append(str(holder))
         _write(record, held)
@@ -39,7 +46,7 @@ def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_d
         held = _read(record)
         if not held or str(holder) not in held["holders"]:
             return []
-        held["holders"].remove(str(holder))
+        held["holders"] = [h for h in _present(held["holders"]) if h != str(holder)]
         if held["holders"]:
             _write(record, held)
             return []
@@ -52,6 +59,11 @@ def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_d
                 restored.append(f"{name}={value}")
         record.unlink()
         return restored
+
+
+def _present(holders: list[str]) -> list[str]:
+    """The holders whose cluster folder is still there."""
+    return [h for h in holders if os.path.isdir(h)]
 
 
 class _locked:

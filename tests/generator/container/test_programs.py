@@ -171,3 +171,13 @@ def test_a_folder_gone_since_it_was_mapped_is_refused_like_a_missing_image(tmp_p
     with pytest.raises(programs.ImagePullError) as refused:
         programs.resolve("toy:1", {"toy": str(tmp_path / "gone")})
     assert f'image "toy:1" is the folder {tmp_path / "gone"}, which is not there any more' in str(refused.value)
+
+
+def test_a_newline_in_an_image_mapping_is_refused_before_it_reaches_a_containerfile(tmp_path):
+    """PATH becomes `COPY . PATH` in the layer's Containerfile: a newline would add a RUN of its own (as root)."""
+    from tests.support.cli_helpers import run
+
+    value = f"registry.example.com/ml/app:1={tmp_path}:/app\nRUN touch /pwned"
+    code, out, err = run("cluster", "up", "--image", value)
+    assert code == 2 and out == ""
+    assert "a control character (a newline, a tab) has no place in REPO, DIR or PATH" in err

@@ -36,3 +36,22 @@ def test_the_debian_base_is_named_for_its_release_and_recipe():
     argv = base.argv(base.suite(), paths.ROOT / "out.tar")
     assert "--variant=minbase" in argv and any("EXTERNALLY-MANAGED" in a for a in argv)
     assert all(p in argv[2] for p in ("python3-pip", "python-is-python3", "ca-certificates", "passwd", "libgomp1"))
+
+
+def test_the_administrators_containers_conf_is_kept_under_ours(tmp_path):
+    """CONTAINERS_CONF makes podman read our file alone: it holds the machine's settings, ours on top."""
+    from generator.images import conf
+
+    usr, etc = tmp_path / "usr.conf", tmp_path / "etc.conf"
+    usr.write_text('[containers]\ntz = "local"\ndefault_sysctls = ["net.ipv4.ping_group_range=0 0"]\n')
+    etc.write_text('[containers]\ntz = "UTC"\n[engine]\nruntime = "crun"\nevents_logger = "file"\n'
+                   '[engine.runtimes]\nrunc = ["/usr/sbin/runc"]\n[network]\ndns_servers = ["10.0.0.53"]\n')
+    written = tomllib.loads(conf.text({"containers": {"default_ulimits": ["nofile=1:1"]}, "engine": {"runtime": "runc"}},
+                                      [usr, etc]))
+    assert written == {"containers": {"tz": "UTC", "default_sysctls": ["net.ipv4.ping_group_range=0 0"],
+                                      "default_ulimits": ["nofile=1:1"]},
+                       "engine": {"runtime": "runc", "events_logger": "file", "runtimes": {"runc": ["/usr/sbin/runc"]}},
+                       "network": {"dns_servers": ["10.0.0.53"]}}
+    # podman's own defaults on this machine parse the same way, ours over them.
+    machine = tomllib.loads(engine.containers_conf())
+    assert machine["engine"]["runtime"] == "runc"

@@ -46,3 +46,42 @@ def test_a_stamp_stands_for_a_context_made_only_to_build(tmp_path):
     one = recipe.Recipe("x:1", tmp_path / "Dockerfile", tmp_path, stamp="binary in folder a")
     assert one.key() == recipe.Recipe("x:1", tmp_path / "Dockerfile", tmp_path, stamp="binary in folder a").key()
     assert one.key() != recipe.Recipe("x:1", tmp_path / "Dockerfile", tmp_path, stamp="binary in folder b").key()
+
+
+def test_links_in_the_context_are_not_followed(tmp_path):
+    """A link counts as its target's name, as COPY copies it: a file outside the context (or
+    /proc/kcore, whose read stalls root) is never read, here or through a linked folder."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("one\n")
+    context = tmp_path / "ctx"
+    (context / "data").mkdir(parents=True)
+    (context / "data" / "train.csv").write_text("1,2\n")
+    (context / "data" / "secret").symlink_to(outside / "secret")
+    (context / "data" / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (context / "kcore").symlink_to("/proc/kcore")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM base\nCOPY data /data/\nCOPY kcore elsewhere/* /x/\n")
+    job = recipe.Recipe("example/own:1", dockerfile, context)
+    assert {str(p.relative_to(context)) for p in job.copied()} == {"data/train.csv", "data/secret", "data/elsewhere",
+                                                                    "kcore"}
+    first = job.key()
+    (outside / "secret").write_text("two\n")
+    assert job.key() == first
+    (context / "data" / "secret").unlink()
+    (context / "data" / "secret").symlink_to(outside / "other")
+    assert job.key() != first  # the link itself changed
+
+
+def test_a_multi_stage_dockerfile_copies_from_its_stages_and_from_the_contexts_top(tmp_path):
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "app.py").write_text("print(1)\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM base AS build\nRUN make\nFROM base\nCOPY --from=build /out/bin /usr/bin/\n"
+                          "COPY /app.py /app/\n")
+    job = recipe.Recipe("example/own:1", dockerfile, context)
+    assert [p.name for p in job.copied()] == ["app.py"]
+    first = job.key()
+    (context / "app.py").write_text("print(2)\n")
+    assert job.key() != first
