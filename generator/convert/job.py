@@ -13,7 +13,7 @@ from generator.errors import Finding, UserError
 from generator.job import validation
 from generator.job.imports import CHART_LABELS
 from generator.kinds.pytorchjob import admission, importer
-from generator.kinds.pytorchjob.contract import CONTRACT_ENV, operator_env
+from generator.kinds.pytorchjob.contract import CONTRACT_ENV, JobEnv, operator_env
 from generator.kinds.trainjob import runtime
 
 RELEASE = "convert"
@@ -79,8 +79,8 @@ def convert_job(job: dict, source: str, reader=None) -> Conversion:
     values["elasticPolicy"] = {"enabled": False}
     env = list(values.get("env") or [])
     # What the operator gives every pod beside ranks and addresses (here a first of two pods).
-    v1_env = operator_env(out.name, rank=0, pods=2, per_pod=1, nproc=nproc, port=0, elastic=spec.get("elasticPolicy"),
-                          rdzv_port=0, has_master="Master" in specs)
+    v1_env = operator_env(JobEnv(pods=2, per_pod=1, nproc=nproc, port=0, elastic=spec.get("elasticPolicy"),
+                                 has_master="Master" in specs, rdzv="127.0.0.1:0"), rank=0)
     # What the operator set beside the launch contract and torchrun's own variables (PYTHONUNBUFFERED) stays set.
     for name in [k for k in v1_env if k not in CONTRACT_ENV and not k.startswith("PET_")]:
         if not any(e.get("name") == name for e in env):
