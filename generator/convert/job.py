@@ -13,7 +13,7 @@ from generator.errors import Finding, UserError
 from generator.job import validation
 from generator.job.imports import CHART_LABELS
 from generator.kinds.pytorchjob import admission, importer
-from generator.kinds.pytorchjob.contract import CONTRACT_ENV, operator_env
+from generator.kinds.pytorchjob.contract import CONTRACT_ENV, JobEnv, operator_env
 from generator.kinds.trainjob import runtime
 
 RELEASE = "convert"
@@ -32,36 +32,10 @@ def convert_job(job: dict, source: str, reader=None) -> Conversion:
     specs = spec["pytorchReplicaSpecs"]
     pod = (specs.get("Worker") or specs["Master"])["template"]["spec"]
     main = next(c for c in pod["containers"] if c.get("name") == admission.CONTAINER)
-    trainer = programs.of("trainer")
-    command = list(main.get("command") or [])
-    if not command:
-        if programs.repository(main.get("image", "")) != trainer.repository:
-            command, why = _image_command(main, reader)
-            if not command:
-                return out.refuse([Finding(f"{meaning.MAIN}.command", "is empty, so the image's own ENTRYPOINT runs, which this "
-                                           f"tool cannot see{why}; Trainer v2 must start the program through torchrun",
-                                           None, "write the command into the job (e.g. [python, /workspace/train.py], as "
-                                           "the image's ENTRYPOINT has it), or put the image into the registry on this "
-                                           "machine (`python -m generator image load IMAGE`), or give --registry-config "
-                                           "FILE where its own registry needs a login, then convert again")])
-            notes.append(f"the command, {shlex.join(command)}, is {main['image']}'s own ENTRYPOINT"
-                         f"{'' if main.get('args') else ' and CMD'}, read from {why}")
-        else:
-            command = list(trainer.entrypoint)
     try:
-        v2_command, how = launch.through_torchrun(command)
-    except launch.OldLauncher:
-        return out.refuse([Finding(f"{meaning.MAIN}.command", f"starts {launch.OLD_LAUNCHER}, which passes --local_rank and "
-                                   "cannot run under torchrun", command,
-                                   f"start it with torchrun (or python -m {launch.TORCHRUN_MODULE}) and read LOCAL_RANK "
-                                   "from the env, then convert again")])
-    nproc = str(spec.get("nprocPerNode") or admission.DEFAULT_NPROC_PER_NODE)
-    if how != launch.THROUGH_TORCHRUN and how != launch.TORCHRUN_AS_MODULE and nproc.isdigit() and int(nproc) > 1:
-        return out.refuse([Finding("spec.nprocPerNode", f"is {nproc} with a command that does not start torchrun: v1 "
-                                   f"started one process per pod and told it WORLD_SIZE for {nproc} per pod", nproc,
-                                   "start the program through torchrun in the v1 job (one process per rank), or set "
-                                   "nprocPerNode to 1, then convert again")])
-    try:
+        command = _v1_command(main, reader, notes)
+        v2_command, how = _through_torchrun(command)
+        nproc = _nproc_per_node(spec, how)
         values, imported = importer.to_values(folded, source)
     except UserError as exc:
         return out.refuse(exc.findings)
@@ -77,17 +51,10 @@ def convert_job(job: dict, source: str, reader=None) -> Conversion:
     rp.update(cleanPodPolicy="", schedulingPolicy={"queue": "", "priorityClass": "", "minAvailable": None})
     rp["backoffLimit"] = run_policy.get("backoffLimit") if retries else 0
     values["elasticPolicy"] = {"enabled": False}
-    env = list(values.get("env") or [])
     # What the operator gives every pod beside ranks and addresses (here a first of two pods).
-    v1_env = operator_env(out.name, rank=0, pods=2, per_pod=1, nproc=nproc, port=0, elastic=spec.get("elasticPolicy"),
-                          rdzv_port=0, has_master="Master" in specs)
-    # What the operator set beside the launch contract and torchrun's own variables (PYTHONUNBUFFERED) stays set.
-    for name in [k for k in v1_env if k not in CONTRACT_ENV and not k.startswith("PET_")]:
-        if not any(e.get("name") == name for e in env):
-            env.append({"name": name, "value": v1_env[name]})
-            notes.append(f"env {name}={v1_env[name]}, which the operator set in every pod and Trainer does not, is "
-                         "set in the TrainJob's env")
-    values["env"] = env
+    v1_env = operator_env(JobEnv(pods=2, per_pod=1, nproc=nproc, port=0, elastic=spec.get("elasticPolicy"),
+                                 has_master="Master" in specs, rdzv="127.0.0.1:0"), rank=0)
+    values["env"] = _kept_operator_env(values.get("env"), v1_env, notes)
     checked = validation.check_values(values, kinds.TRAINJOB, RELEASE, out.namespace or "default")
     if checked.findings:
         return out.refuse(checked.findings)
@@ -105,6 +72,64 @@ def convert_job(job: dict, source: str, reader=None) -> Conversion:
         meaning.pod_names(out.name, main)
     out.notes = notes
     return out
+
+
+def _v1_command(main: dict, reader, notes: list[str]) -> list[str]:
+    """What the v1 job's container runs: its command, else its image's ENTRYPOINT (the trainer's is
+    known, another's is read from its registry, with a note saying so). Raises UserError when no
+    registry gave it: Trainer v2 must start the program through torchrun."""
+    command = list(main.get("command") or [])
+    if command:
+        return command
+    trainer = programs.of("trainer")
+    if programs.repository(main.get("image", "")) == trainer.repository:
+        return list(trainer.entrypoint)
+    command, why = _image_command(main, reader)
+    if not command:
+        raise UserError([Finding(f"{meaning.MAIN}.command", "is empty, so the image's own ENTRYPOINT runs, which this "
+                                 f"tool cannot see{why}; Trainer v2 must start the program through torchrun",
+                                 None, "write the command into the job (e.g. [python, /workspace/train.py], as "
+                                 "the image's ENTRYPOINT has it), or put the image into the registry on this "
+                                 "machine (`python -m generator image load IMAGE`), or give --registry-config "
+                                 "FILE where its own registry needs a login, then convert again")])
+    notes.append(f"the command, {shlex.join(command)}, is {main['image']}'s own ENTRYPOINT"
+                 f"{'' if main.get('args') else ' and CMD'}, read from {why}")
+    return command
+
+
+def _through_torchrun(command: list[str]) -> tuple[list[str], str]:
+    """launch.through_torchrun, with the old launcher refused as a finding."""
+    try:
+        return launch.through_torchrun(command)
+    except launch.OldLauncher:
+        raise UserError([Finding(f"{meaning.MAIN}.command", f"starts {launch.OLD_LAUNCHER}, which passes --local_rank "
+                                 "and cannot run under torchrun", command,
+                                 f"start it with torchrun (or python -m {launch.TORCHRUN_MODULE}) and read LOCAL_RANK "
+                                 "from the env, then convert again")]) from None
+
+
+def _nproc_per_node(spec: dict, how: str) -> str:
+    """The job's nprocPerNode; refused above 1 for a command that does not start torchrun (v1 ran one
+    process per pod, which torchrun under Trainer v2 would multiply)."""
+    nproc = str(spec.get("nprocPerNode") or admission.DEFAULT_NPROC_PER_NODE)
+    if how != launch.THROUGH_TORCHRUN and how != launch.TORCHRUN_AS_MODULE and nproc.isdigit() and int(nproc) > 1:
+        raise UserError([Finding("spec.nprocPerNode", f"is {nproc} with a command that does not start torchrun: v1 "
+                                 f"started one process per pod and told it WORLD_SIZE for {nproc} per pod", nproc,
+                                 "start the program through torchrun in the v1 job (one process per rank), or set "
+                                 "nprocPerNode to 1, then convert again")])
+    return nproc
+
+
+def _kept_operator_env(env: list[dict] | None, v1_env: dict[str, str], notes: list[str]) -> list[dict]:
+    """The TrainJob's env: the job's own, then what the operator set beside the launch contract and
+    torchrun's own variables (PYTHONUNBUFFERED), which stays set, each with a note."""
+    env = list(env or [])
+    for name in [k for k in v1_env if k not in CONTRACT_ENV and not k.startswith("PET_")]:
+        if not any(e.get("name") == name for e in env):
+            env.append({"name": name, "value": v1_env[name]})
+            notes.append(f"env {name}={v1_env[name]}, which the operator set in every pod and Trainer does not, is "
+                         "set in the TrainJob's env")
+    return env
 
 
 def _restart_policy(specs: dict) -> str:

@@ -57,17 +57,7 @@ def build(d: Description, kind_of, base: dict | None = None) -> dict:
     if d.name is not None:
         set_path(values, "job.name", d.name)
     if d.image is not None:
-        parsed = images.parse(d.image)
-        if not parsed:
-            problems.append(Finding("--image", "is not an image reference", d.image,
-                                    "write REPOSITORY[:TAG][@sha256:DIGEST], e.g. ghcr.io/me/train:v1"))
-        else:
-            repository, tag, digest = parsed
-            set_path(values, "image.repository", repository)
-            if tag:
-                set_path(values, "image.tag", tag)
-            if digest:
-                set_path(values, "image.digest", digest)
+        _set_image(values, d.image, problems)
     simple = [("topology.workers", d.workers), ("topology.nprocPerNode", d.nproc_per_node),
               ("resources.gpus", d.gpus), ("resources.requests.cpu", d.cpu), ("resources.requests.memory", d.memory),
               ("resources.limits.cpu", d.cpu_limit), ("resources.limits.memory", d.memory_limit),
@@ -87,18 +77,7 @@ def build(d: Description, kind_of, base: dict | None = None) -> dict:
     if d.output_size:
         set_path(values, "output.enabled", True)
         set_path(values, "output.size", d.output_size)
-    for i, text in enumerate(d.tolerations):
-        match = _TOLERATION.match(text)
-        if not match:
-            problems.append(Finding(f"--toleration[{i}]", "is not a toleration", text,
-                                    "write key=value:Effect or key:Effect (Effect: NoSchedule, PreferNoSchedule, NoExecute)"))
-            continue
-        toleration = {"key": match["key"], "operator": "Equal" if match["value"] is not None else "Exists"}
-        if match["value"] is not None:
-            toleration["value"] = match["value"]
-        if match["effect"]:
-            toleration["effect"] = match["effect"]
-        values.setdefault("tolerations", []).append(toleration)
+    _add_tolerations(values, d.tolerations, problems)
     for i, text in enumerate(d.node_selectors):
         key, sep, value = text.partition("=")
         if not sep or not key:
@@ -131,3 +110,34 @@ def build(d: Description, kind_of, base: dict | None = None) -> dict:
     if problems:
         raise UserError(problems)
     return values
+
+
+def _set_image(values: dict, image: str, problems: list[Finding]) -> None:
+    """--image as image.repository, and image.tag and image.digest where it names them."""
+    parsed = images.parse(image)
+    if not parsed:
+        problems.append(Finding("--image", "is not an image reference", image,
+                                "write REPOSITORY[:TAG][@sha256:DIGEST], e.g. ghcr.io/me/train:v1"))
+        return
+    repository, tag, digest = parsed
+    set_path(values, "image.repository", repository)
+    if tag:
+        set_path(values, "image.tag", tag)
+    if digest:
+        set_path(values, "image.digest", digest)
+
+
+def _add_tolerations(values: dict, tolerations: tuple[str, ...], problems: list[Finding]) -> None:
+    """Each --toleration (key=value:Effect or key:Effect) after the tolerations the values have."""
+    for i, text in enumerate(tolerations):
+        match = _TOLERATION.match(text)
+        if not match:
+            problems.append(Finding(f"--toleration[{i}]", "is not a toleration", text,
+                                    "write key=value:Effect or key:Effect (Effect: NoSchedule, PreferNoSchedule, NoExecute)"))
+            continue
+        toleration = {"key": match["key"], "operator": "Equal" if match["value"] is not None else "Exists"}
+        if match["value"] is not None:
+            toleration["value"] = match["value"]
+        if match["effect"]:
+            toleration["effect"] = match["effect"]
+        values.setdefault("tolerations", []).append(toleration)

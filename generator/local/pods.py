@@ -49,11 +49,25 @@ def main_container(pod_spec: dict, main: str) -> dict:
     return next(c for c in pod_spec["containers"] if c.get("name") == main)
 
 
-def replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, aliases: dict[str, str] | None,
-             shared: dict[str, Path], problems: list[Finding], notes: list[str], network: Network | None = None) -> Replica:
+@dataclass
+class Placement:
+    """Where a plan puts its pods on this machine, the same for each of them, and what it gathers
+    while it makes them: the folder each claim became, the problems (each once) and the notes."""
+    run_dir: Path
+    namespace: str
+    aliases: dict[str, str] | None = None  # REPO -> the known image it is a copy of (--image)
+    network: Network | None = None  # containers on this network; None: processes
+    shared: dict[str, Path] = field(default_factory=dict)  # claimName -> folder: one PVC is one folder for every pod
+    problems: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def replica(pod: Pod, injected: dict[str, str], placement: Placement) -> Replica:
     """A pod as a process: its container's command, its env with `injected` (the controller's
-    variables) over it, and its volumes as folders under run_dir. With `network`, as a container
-    of its own image on that network, with the same env and folders."""
+    variables) over it, and its volumes as folders under the run folder. On the placement's network,
+    as a container of its own image on that network, with the same env and folders."""
+    run_dir, aliases, network, shared = placement.run_dir, placement.aliases, placement.network, placement.shared
+    problems, notes = placement.problems, placement.notes
     container = main_container(pod.spec, pod.main)
     cwhere = f"{pod.where}.containers[{pod.main}]"
     problems_here: list[Finding] = []
@@ -82,9 +96,9 @@ def replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, a
     if container.get("envFrom"):
         notes.append(f"{pod.role}: envFrom sources live in the cluster; export what the job needs in this shell")
     if network:
-        return _in_container(pod, container, injected, mounts, namespace, network, cwhere, problems, notes)
+        return _in_container(pod, container, injected, mounts, placement, cwhere)
     # As the kubelet resolves them: $(VAR), the downward API; Secrets from this shell.
-    resolved = as_pod(pod, namespace, injected)
+    resolved = as_pod(pod, placement.namespace, injected)
     container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
     sources = ShellSources(cwhere)
     program = program or programs.of("trainer")  # refused already: the rest is still checked, as the trainer
@@ -116,10 +130,12 @@ def replica(pod: Pod, injected: dict[str, str], run_dir: Path, namespace: str, a
 
 
 
-def _in_container(pod: Pod, container: dict, injected: dict[str, str], mounts: dict[str, Path], namespace: str,
-                  network: Network, cwhere: str, problems: list[Finding], notes: list[str]) -> Replica:
-    """The pod as a container of its image: its env resolved as the kubelet does, over nothing of this
-    machine's (the engine puts the image's ENV under it), its securityContext, limits and /dev/shm."""
+def _in_container(pod: Pod, container: dict, injected: dict[str, str], mounts: dict[str, Path], placement: Placement,
+                  cwhere: str) -> Replica:
+    """The pod as a container of its image on the placement's network: its env resolved as the kubelet
+    does, over nothing of this machine's (the engine puts the image's ENV under it), its securityContext,
+    limits and /dev/shm."""
+    namespace, network, problems, notes = placement.namespace, placement.network, placement.problems, placement.notes
     address = network.address(pod.rank)
     resolved = as_pod(pod, namespace, injected, address, network.gateway)
     container = main_container(resolved["spec"], pod.main)

@@ -14,26 +14,36 @@ CONTRACT_ENV = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "PET_NNODES"
                 "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT", "PET_RDZV_BACKEND")
 
 
-def operator_env(job: str, *, rank: int, pods: int, per_pod: int, nproc: str, port: int, elastic: dict | None,
-                 rdzv_port: int | None, has_master: bool, master: str = "127.0.0.1",
-                 rdzv: str | None = None) -> dict[str, str]:
-    """The variables training-operator v1.9 injects: the Master's address is `master` (loopback for
-    processes, its Service's name for containers), the rendezvous `rdzv` (loopback at rdzv_port by default)."""
+@dataclass(frozen=True)
+class JobEnv:
+    """What the operator's env says of the whole job, alike in every pod (operator_env adds its rank)."""
+    pods: int
+    per_pod: int  # processes per pod: WORLD_SIZE is pods × per_pod
+    nproc: str  # spec.nprocPerNode, as the operator passes it on
+    port: int  # the Master's
+    elastic: dict | None  # spec.elasticPolicy
+    has_master: bool
+    rdzv: str  # the elastic rendezvous endpoint, host:port
+    master: str = "127.0.0.1"  # the Master's address: loopback for processes, its Service's name for containers
+
+
+def operator_env(job: JobEnv, rank: int) -> dict[str, str]:
+    """The variables training-operator v1.9 injects into the pod of node rank `rank`."""
     env = {"PYTHONUNBUFFERED": "1"}
-    if has_master:
-        env.update(MASTER_ADDR=master, MASTER_PORT=str(port), WORLD_SIZE=str(pods * per_pod), RANK=str(rank),
-                   PET_MASTER_ADDR=master, PET_MASTER_PORT=str(port), PET_NODE_RANK=str(rank))
-    env["PET_NPROC_PER_NODE"] = nproc
+    if job.has_master:
+        env.update(MASTER_ADDR=job.master, MASTER_PORT=str(job.port), WORLD_SIZE=str(job.pods * job.per_pod),
+                   RANK=str(rank), PET_MASTER_ADDR=job.master, PET_MASTER_PORT=str(job.port), PET_NODE_RANK=str(rank))
+    env["PET_NPROC_PER_NODE"] = job.nproc
+    elastic = job.elastic
     if elastic:
-        low, high = elastic.get("minReplicas", pods), elastic.get("maxReplicas", pods)
-        env.update(PET_NNODES=f"{low}:{high}", PET_RDZV_ENDPOINT=rdzv or f"127.0.0.1:{rdzv_port}",
-                   PET_RDZV_BACKEND=elastic.get("rdzvBackend", "c10d"))
+        low, high = elastic.get("minReplicas", job.pods), elastic.get("maxReplicas", job.pods)
+        env.update(PET_NNODES=f"{low}:{high}", PET_RDZV_ENDPOINT=job.rdzv, PET_RDZV_BACKEND=elastic.get("rdzvBackend", "c10d"))
         if elastic.get("maxRestarts") is not None:
             env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
         if elastic.get("rdzvId"):
             env["PET_RDZV_ID"] = str(elastic["rdzvId"])
-    elif has_master:
-        env["PET_NNODES"] = str(pods)
+    elif job.has_master:
+        env["PET_NNODES"] = str(job.pods)
     return env
 
 

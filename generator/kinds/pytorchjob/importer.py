@@ -117,7 +117,6 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
     pods = {r: s["template"].get("spec", {}) for r, s in present.items()}
     metas = {r: s["template"].get("metadata") or {} for r, s in present.items()}
     mains = {r: next(c for c in p["containers"] if c.get("name") == admission.CONTAINER) for r, p in pods.items()}
-    sidecars = {r: [c for c in p["containers"] if c.get("name") != admission.CONTAINER] for r, p in pods.items()}
 
     d = defaults.chart_defaults()
     metadata(d, job.get("metadata") or {}, notes, "render or submit")
@@ -161,50 +160,14 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
     restart = {r: s.get("restartPolicy", "") for r, s in present.items()}
     d["restartPolicy"] = next(iter(restart.values())) if len(set(restart.values())) == 1 else ""
     for role in ("master", "worker"):
-        r = d[role] = {"restartPolicy": "", "resources": {"requests": {}, "limits": {}, "gpus": None},
-                       "nodeSelector": {}, "tolerations": [], "affinity": {}, "env": [], "annotations": {},
-                       "labels": {}, "podSpecExtra": {}, "extraVolumes": [], "extraVolumeMounts": [],
-                       "extraContainers": []}
         if role not in present:
+            d[role] = _unset_role()
             continue
-        pod, main = pods[role], mains[role]
-        if not d["restartPolicy"]:
-            r["restartPolicy"] = restart[role]
-        resources = main.get("resources") or {}
-        r["resources"]["requests"] = dict(resources.get("requests") or {})
-        r["resources"]["limits"] = dict(resources.get("limits") or {})
-        r["nodeSelector"] = dict(pod.get("nodeSelector") or {})
-        r["tolerations"] = list(pod.get("tolerations") or [])
-        r["affinity"] = dict(pod.get("affinity") or {})
-        r["env"] = list(main.get("env") or [])
-        r["annotations"] = dict(metas[role].get("annotations") or {})
-        r["labels"] = {k: v for k, v in (metas[role].get("labels") or {}).items() if k not in CHART_LABELS}
-        r["podSpecExtra"] = {k: v for k, v in pod.items() if k not in POD_OWNED}
-        r["extraVolumes"] = list(pod.get("volumes") or [])
-        r["extraVolumeMounts"] = list(main.get("volumeMounts") or [])
-        r["extraContainers"] = sidecars[role]
-        unknown_meta = set(metas[role]) - {"labels", "annotations"}
-        if unknown_meta:
-            raise UserError([Finding(f"spec.pytorchReplicaSpecs.{role.title()}.template.metadata",
-                                     "has fields the chart cannot carry", sorted(unknown_meta),
-                                     "remove them; pods get their names from the operator")], source=source)
-
-    # A default the chart states for an unset value imports back as that unset value.
-    run_policy = without_stated_defaults(spec.get("runPolicy") or {})
-    scheduling = run_policy.get("schedulingPolicy") or {}
-    d["runPolicy"] = {"cleanPodPolicy": run_policy.get("cleanPodPolicy", ""),
-                      "ttlSecondsAfterFinished": run_policy.get("ttlSecondsAfterFinished"),
-                      "activeDeadlineSeconds": run_policy.get("activeDeadlineSeconds"),
-                      "backoffLimit": run_policy.get("backoffLimit"), "suspend": bool(run_policy.get("suspend", False)),
-                      "schedulingPolicy": {"queue": scheduling.get("queue", ""),
-                                           "priorityClass": scheduling.get("priorityClass", ""),
-                                           "minAvailable": scheduling.get("minAvailable")}}
+        own_restart = "" if d["restartPolicy"] else restart[role]  # a restartPolicy both roles share is set once
+        d[role] = _role_values(role, pods[role], metas[role], own_restart, source)
+    d["runPolicy"] = _run_policy(spec.get("runPolicy") or {})
     if elastic is not None:
-        d["elasticPolicy"] = {"enabled": True, "minReplicas": elastic.get("minReplicas"),
-                              "maxReplicas": elastic.get("maxReplicas"), "rdzvBackend": elastic.get("rdzvBackend", ""),
-                              "rdzvPort": elastic.get("rdzvPort"), "rdzvHost": elastic.get("rdzvHost", ""),
-                              "rdzvId": elastic.get("rdzvId", ""), "maxRestarts": elastic.get("maxRestarts"),
-                              "metrics": elastic.get("metrics") or []}
+        d["elasticPolicy"] = _elastic_policy(elastic)
     values = defaults.overlay(_hoist_shared(d))
     mismatches = compare(job, render_job(values))
     if mismatches:
@@ -212,6 +175,61 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
                                  "keep this job as a manifest, or file an issue with the manifest") for p in mismatches],
                         source=source)
     return values, notes
+
+
+def _unset_role() -> dict:
+    """A role's own settings (the values' master and worker), none of them set."""
+    return {"restartPolicy": "", "resources": {"requests": {}, "limits": {}, "gpus": None}, "nodeSelector": {},
+            "tolerations": [], "affinity": {}, "env": [], "annotations": {}, "labels": {}, "podSpecExtra": {},
+            "extraVolumes": [], "extraVolumeMounts": [], "extraContainers": []}
+
+
+def _role_values(role: str, pod: dict, meta: dict, restart: str, source: str) -> dict:
+    """A present role's own settings, as its pod template has them (_hoist_shared then moves what
+    both roles share to the shared keys). Raises UserError for template metadata the chart cannot carry."""
+    r = _unset_role()
+    main = next(c for c in pod["containers"] if c.get("name") == admission.CONTAINER)
+    r["restartPolicy"] = restart
+    resources = main.get("resources") or {}
+    r["resources"]["requests"] = dict(resources.get("requests") or {})
+    r["resources"]["limits"] = dict(resources.get("limits") or {})
+    r["nodeSelector"] = dict(pod.get("nodeSelector") or {})
+    r["tolerations"] = list(pod.get("tolerations") or [])
+    r["affinity"] = dict(pod.get("affinity") or {})
+    r["env"] = list(main.get("env") or [])
+    r["annotations"] = dict(meta.get("annotations") or {})
+    r["labels"] = {k: v for k, v in (meta.get("labels") or {}).items() if k not in CHART_LABELS}
+    r["podSpecExtra"] = {k: v for k, v in pod.items() if k not in POD_OWNED}
+    r["extraVolumes"] = list(pod.get("volumes") or [])
+    r["extraVolumeMounts"] = list(main.get("volumeMounts") or [])
+    r["extraContainers"] = [c for c in pod["containers"] if c.get("name") != admission.CONTAINER]
+    unknown_meta = set(meta) - {"labels", "annotations"}
+    if unknown_meta:
+        raise UserError([Finding(f"spec.pytorchReplicaSpecs.{role.title()}.template.metadata",
+                                 "has fields the chart cannot carry", sorted(unknown_meta),
+                                 "remove them; pods get their names from the operator")], source=source)
+    return r
+
+
+def _run_policy(run_policy: dict) -> dict:
+    """spec.runPolicy as the values' runPolicy: a default the chart states for an unset value imports
+    back as that unset value."""
+    run_policy = without_stated_defaults(run_policy)
+    scheduling = run_policy.get("schedulingPolicy") or {}
+    return {"cleanPodPolicy": run_policy.get("cleanPodPolicy", ""),
+            "ttlSecondsAfterFinished": run_policy.get("ttlSecondsAfterFinished"),
+            "activeDeadlineSeconds": run_policy.get("activeDeadlineSeconds"),
+            "backoffLimit": run_policy.get("backoffLimit"), "suspend": bool(run_policy.get("suspend", False)),
+            "schedulingPolicy": {"queue": scheduling.get("queue", ""), "priorityClass": scheduling.get("priorityClass", ""),
+                                 "minAvailable": scheduling.get("minAvailable")}}
+
+
+def _elastic_policy(elastic: dict) -> dict:
+    """spec.elasticPolicy as the values' elasticPolicy, enabled."""
+    return {"enabled": True, "minReplicas": elastic.get("minReplicas"), "maxReplicas": elastic.get("maxReplicas"),
+            "rdzvBackend": elastic.get("rdzvBackend", ""), "rdzvPort": elastic.get("rdzvPort"),
+            "rdzvHost": elastic.get("rdzvHost", ""), "rdzvId": elastic.get("rdzvId", ""),
+            "maxRestarts": elastic.get("maxRestarts"), "metrics": elastic.get("metrics") or []}
 
 
 def _hoist_shared(d: dict) -> dict:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from generator.container.ports import free_port
-from generator.errors import Finding
 from generator.kinds.pytorchjob import admission
-from generator.kinds.pytorchjob.contract import OperatorPolicy, operator_env
+from generator.kinds.pytorchjob.contract import JobEnv, OperatorPolicy, operator_env
 from generator.local.plan import Network, Plan, Replica, check_pods
-from generator.local.pods import Pod, checked, main_container, replica
+from generator.local.pods import Placement, Pod, checked, main_container, replica
 
 DEFAULT_PORT, PORT_NAME = 23456, "pytorchjob-port"  # the operator's Master port, unless the container names one
 
@@ -22,8 +21,6 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     name = job["metadata"]["name"]
     spec = job["spec"]
     specs = spec["pytorchReplicaSpecs"]
-    notes: list[str] = []
-    problems: list[Finding] = []
     nproc = str(spec.get("nprocPerNode") or admission.DEFAULT_NPROC_PER_NODE)
     per_pod = int(nproc) if nproc.isdigit() else 1
     order = [("Master", 1)] if "Master" in specs else []
@@ -42,7 +39,8 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         port = free_port()
         rdzv_port = free_port() if elastic else None
         master, rdzv = "127.0.0.1", f"127.0.0.1:{rdzv_port}"
-    shared: dict[str, Path] = {}  # claimName -> folder: one PVC is one folder for every pod
+    job_env = JobEnv(pods, per_pod, nproc, port, elastic, has_master="Master" in specs, rdzv=rdzv, master=master)
+    placement = Placement(run_dir, namespace, aliases, network)
     replicas: list[Replica] = []
     rank = 0
     for role, count in order:
@@ -50,15 +48,14 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
         pod_spec = rspec["template"]["spec"]
         where = f"spec.pytorchReplicaSpecs.{role}.template.spec"
         for i in range(count):
-            env = operator_env(name, rank=rank, pods=pods, per_pod=per_pod, nproc=nproc, port=port, elastic=elastic,
-                               rdzv_port=rdzv_port, has_master="Master" in specs, master=master, rdzv=rdzv)
+            env = operator_env(job_env, rank)
             pod = f"{role.lower()}-{i}"
             replicas.append(replica(Pod(name, pod, role, rank, rspec.get("restartPolicy") or admission.DEFAULT_RESTART_POLICY,
                                         pod_spec, admission.CONTAINER, where, rspec["template"].get("metadata") or {},
                                         hostname=f"{name}-{pod}", dns=f"{name}-{pod}"),
-                                    env, run_dir, namespace, aliases, shared, problems, notes, network))
+                                    env, placement))
             rank += 1
-    notes = checked(replicas, problems, notes, name)
+    notes = checked(replicas, placement.problems, placement.notes, name)
     run_policy = spec.get("runPolicy") or {}
     policy = OperatorPolicy(run_policy.get("backoffLimit"), "Master" in specs, elastic is not None)
     return Plan(name, run_dir, replicas, policy, run_policy.get("activeDeadlineSeconds"), notes, network=network)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from generator.container.ports import free_port
-from generator.errors import Finding
 from generator.kinds.trainjob import runtime
 from generator.kinds.trainjob.contract import JobSetPolicy
 from generator.local.plan import Network, Plan, check_pods
-from generator.local.pods import Pod, checked, replica
+from generator.local.pods import Placement, Pod, checked, replica
 
 
 def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None,
@@ -18,15 +17,13 @@ def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases
     containers: node 0 by its name under JobSet's headless Service, port 29500, as on a cluster."""
     resolved = runtime.resolve(objects)
     check_pods(resolved.nodes, "spec.trainer.numNodes", resolved.nodes, resolved.name)
-    notes: list[str] = []
-    problems: list[Finding] = []
 
     def dns(i: int) -> str:  # JobSet's pods: hostname <job>-node-0-<i> under the headless Service <job>
         return f"{resolved.name}-node-0-{i}.{resolved.name}"
 
     # 29500 on a cluster, where each pod has its own address; a free one on this machine's loopback.
     port, master = (runtime.MASTER_PORT, dns(0)) if network else (free_port(), "127.0.0.1")
-    shared: dict[str, Path] = {}
+    placement = Placement(run_dir, namespace, aliases, network)
     spec = resolved.pod["spec"]
     replicas = []
     for i in range(resolved.nodes):
@@ -35,7 +32,7 @@ def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases
                "PYTHONUNBUFFERED": "1"}
         replicas.append(replica(Pod(resolved.name, f"node-0-{i}", "Node", i, spec["restartPolicy"], spec, runtime.CONTAINER,
                                     f"{resolved.runtime} node pod.spec", hostname=f"{resolved.name}-node-0-{i}",
-                                    dns=dns(i)), env, run_dir, namespace, aliases, shared, problems, notes, network))
-    notes = checked(replicas, problems, notes, resolved.name)
+                                    dns=dns(i)), env, placement))
+    notes = checked(replicas, placement.problems, placement.notes, resolved.name)
     return Plan(resolved.name, run_dir, replicas, JobSetPolicy(resolved.node_backoff_limit, resolved.max_set_restarts),
                 resolved.active_deadline, notes, network=network)
