@@ -1,4 +1,4 @@
-"""Jobs through the real Kueue v0.17.0 (`cluster up --kueue`), on a cluster of this module's own on
+"""Jobs through the real Kueue v0.19.2 (`cluster up --kueue`), on a cluster of this module's own on
 the node `cluster up` chooses (the real node where it can run), whose ClusterQueue holds half a CPU
 (`--kueue-quota cpu=500m`): a job of two 250m pods fills it, and fits on two cores beside the
 operator's, Trainer's, JobSet's and Kueue's own pods. Each case is the job chart's
