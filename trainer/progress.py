@@ -51,9 +51,11 @@ class Progress:
 
 class RunProgress:
     """The run's progress in steps over every epoch; a resumed run starts where it resumed and
-    estimates the time left from its own pace. At most every `interval` seconds, and at the end,
-    rank 0 prints a `progress ...` line (which `generator status` reads from a PyTorchJob's log)
-    and hands the same figures to the reporter."""
+    estimates the time left from its own pace. At most every `interval` seconds rank 0 prints a
+    `progress ...` line (which `generator status` reads from a PyTorchJob's log) and hands the same
+    figures to the reporter. The run's last step and epoch print none, and its end (100 %) goes to
+    the reporter alone: a finished run's log ends as it always has, with the last epoch's accuracy
+    and the files written."""
 
     def __init__(self, lines: Progress, epochs: int, steps: int, start: int, reporter: Reporter | None,
                  interval: float = 5.0):
@@ -76,14 +78,12 @@ class RunProgress:
     def finish(self) -> None:
         """The run is done (all epochs, or the target accuracy reached early): 100 %."""
         self.done = self.total
-        line, report = self._figures(100, 0)
-        self.lines.line(line)
         if self.reporter is not None:
-            self.reporter.finish(report)
+            self.reporter.finish(self._figures(100, 0)[1])
 
     def _maybe(self) -> None:
         now = time.monotonic()
-        if not self.lines.enabled or now - self.last < self.interval:
+        if not self.lines.enabled or now - self.last < self.interval or self.done >= self.total:
             return
         self.last = now
         percent = min(99, 100 * self.done // max(self.total, 1))  # 100 only once finished

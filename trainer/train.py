@@ -248,8 +248,9 @@ class Trainer:
         self.history["epoch_accuracies"].append(accuracy)
         self.history["epoch_losses"].append(test_loss)
         self.progress.line(f"epoch {epoch + 1}/{cfg.epochs}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}")
-        self.run_progress.epoch_end(epoch, accuracy)
         reached = cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
+        if not reached:  # else the run ends here, and finish() reports its end
+            self.run_progress.epoch_end(epoch, accuracy)
         if self.launch.is_main:
             checkpoint.save(self.ckpt_dir, self.snapshot(epoch + 1, 0), cfg.keep_checkpoints)
         if reached:

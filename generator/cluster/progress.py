@@ -85,12 +85,16 @@ def of_log(text: str, pod: str) -> dict | None:
 
 def read(c, kind, job: dict) -> dict | None:
     """The job's progress; None when it has reported none (yet). A log that cannot be read (the pod
-    Pending, or gone) is no progress, not an error: status and wait still answer."""
+    Pending, or gone) is no progress, not an error: status and wait still answer. A finished
+    PyTorchJob's log says no more than its state does (its last line is at most 99 %)."""
     if kind.kind == "TrainJob":
         return of_trainjob(job)
     from kubernetes.client.exceptions import ApiException
 
     from generator.cluster import client as api
+
+    if api.condition(job)[0] in api.TERMINAL:
+        return None
 
     name = job.get("metadata", {}).get("name", "")
     pods = api.pods(c, name, kind)
