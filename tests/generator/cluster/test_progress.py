@@ -90,3 +90,18 @@ def test_wait_tells_a_trainjobs_progress_as_its_status_moves(api):
     code, out, err = run_beside(trainer, "wait", "mnist", "--timeout", "30", abort=api.give_up)
     assert code == 0, err
     assert "mnist: progress: 100% done, 0 s left, loss 0.1000, test accuracy 0.9700" in err
+
+
+def test_wait_tells_a_running_pytorchjobs_progress_from_rank_0s_log(api, tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text("job: {name: mnist}\ntopology: {workers: 1}\n")
+    assert run("submit", str(values))[0] == 0
+    api.set_condition(NS, "mnist", "Running")
+    api.log(NS, api.add_pod(NS, "mnist", "Master", 0), trainer_line())
+
+    def operator(printed):
+        printed.wait_for(f"mnist: {SHOWN}")
+        api.set_condition(NS, "mnist", "Succeeded")
+
+    code, _, err = run_beside(operator, "wait", "mnist", "--timeout", "30", abort=api.give_up)
+    assert code == 0, err
