@@ -103,8 +103,11 @@ class Reporter:
             context = ssl.create_default_context(cafile=self.ca or None)
         except (OSError, ssl.SSLError) as exc:
             return f"cannot read {exc.filename or self.ca or self.token}: {exc.strerror or exc}", True
-        request = urllib.request.Request(self.url, data=json.dumps(report).encode(), method="POST", headers={
-            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        try:
+            request = urllib.request.Request(self.url, data=json.dumps(report).encode(), method="POST", headers={
+                "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        except ValueError as exc:  # not a URL
+            return str(exc), True
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=context) as answer:
                 answer.read()
