@@ -1,4 +1,4 @@
-"""`status`: a job's state, replicas and conditions."""
+"""`status`: a job's state, replicas, conditions and progress."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from generator.cli.common import cluster_options, connect, emit, format_option, 
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
 @cluster_options
 def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) -> None:
-    """Conditions, replica counts and times of a job."""
+    """Conditions, replica counts, times and progress (percent done, time left, loss, accuracy) of a job."""
     from generator.cluster import ops
     from generator.diagnose import hint
     from generator.diagnose import report as findings

@@ -15,11 +15,13 @@ from generator.cli.common import cluster_options, connect
 @click.option("--timeout", type=click.IntRange(min=1), default=3600, show_default=True, help="Seconds.")
 @cluster_options
 def command(name, target, timeout, context, namespace, kubeconfig, request_timeout) -> None:
-    """Exit 0 when the job reaches the condition, 1 when it ends otherwise, 2 on timeout."""
+    """Exit 0 when the job reaches the condition, 1 when it ends otherwise, 2 on timeout. The job's
+    progress goes to stderr as it moves on."""
     sys.exit(follow(connect(context, namespace, kubeconfig, request_timeout), name, target, timeout))
 
 
-def follow(c, name: str, target: str, timeout: int, progress: bool = False) -> int:
+def follow(c, name: str, target: str, timeout: int, progress: bool = False, told: bool = True) -> int:
+    """`progress`: tell each state as it is reached; `told`: tell the job's progress while waiting."""
     from generator.cluster import ops
     from generator.diagnose import hint
 
@@ -28,9 +30,9 @@ def follow(c, name: str, target: str, timeout: int, progress: bool = False) -> i
         click.echo(f"{name}: {state}{reason}", err=True)
 
     stuck = hint.Stuck(c, name, lambda text: click.echo(text, err=True))
-    told = Told(c, name, lambda text: click.echo(text, err=True))
+    teller = Told(c, name, lambda text: click.echo(text, err=True)) if told else None
     result = ops.wait_for(c, name, target, timeout, on_state=say if progress else None, tick=stuck.check,
-                          on_job=told.check, window=told.WINDOW)
+                          on_job=teller.check if teller else None, window=Told.WINDOW if teller else 30)
     click.echo(result.message, err=result.code != ops.REACHED)
     return result.code
 

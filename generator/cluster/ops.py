@@ -165,14 +165,14 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             seen = state
         if tick:
             tick(state or "Created")
-        if on_job:
-            on_job(kind, job)
         if state == goal:
             return WaitResult(REACHED, f"{what} {goal.lower()}")
         if state in api.TERMINAL:
             failed = first_failed_pod(c, name, kind)
             return WaitResult(ENDED_OTHERWISE, f"{what} ended {state}, not {goal}: {cond.get('reason')}: "
                               f"{cond.get('message')}" + (f"; first failed pod: {failed}" if failed else ""))
+        if on_job:  # still waiting: what the job is doing meanwhile
+            on_job(kind, job)
         left = end - time.monotonic()
         if left <= 0:
             return WaitResult(TIMED_OUT, f"{what} is still {state or 'Created'} after {timeout}s; timed out "
@@ -185,10 +185,10 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
                 if event["type"] == "DELETED":
                     raise UserError(f"{kind.kind} {name} was deleted while waiting for {goal}")
                 job = event["object"]
-                if on_job:
-                    on_job(kind, job)
                 if read(job)[0] != state:
                     break
+                if on_job:
+                    on_job(kind, job)
         except UserError:
             raise
         except Exception as exc:
