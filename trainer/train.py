@@ -16,7 +16,8 @@ from .config import Config
 from .distributed import Launch
 from .evaluation import autocast, evaluate, prepare
 from .model import Net
-from .progress import Progress
+from .progress import Progress, RunProgress
+from .reporting import Reporter
 from .sigterm import EXIT as SIGTERM_EXIT
 from .stopping import Stop, StopAgreement
 
@@ -52,6 +53,7 @@ class Trainer:
         if launch.is_main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         self.progress = Progress(launch.is_main, 1, cfg.log_interval)
+        self.run_progress = RunProgress(self.progress, cfg.epochs, 1, 0, None)  # run() sets the real one up
 
         train_set, test_set = load_data(cfg, launch)
         self.train_set, self.test_set = train_set.to(launch.device), test_set.to(launch.device)
@@ -180,6 +182,10 @@ class Trainer:
         self.progress.line(f"training on {cfg.dataset}: {len(self.train_set)} samples, world size {launch.world_size} "
                            f"({how}), {self.steps} steps per rank per epoch, lr {self.lr:.4g}")
         started = time.perf_counter()
+        reporter = Reporter.from_env(self.progress.line) if launch.is_main else None
+        first = self.start_position // (cfg.batch_size * launch.world_size)
+        self.run_progress = RunProgress(self.progress, cfg.epochs, self.steps,
+                                        self.start_epoch * self.steps + min(first, self.steps), reporter)
         for epoch in range(self.start_epoch, cfg.epochs):
             start = self.start_position if epoch == self.start_epoch else 0
             if not self.train_epoch(epoch, start):
@@ -189,6 +195,7 @@ class Trainer:
         self.history["elapsed_seconds"] = self.history.get("elapsed_seconds", 0.0) + time.perf_counter() - started
         if launch.is_main:
             results.write(cfg, launch, self.model, self.history, self.steps, self.out_dir, self.progress, self.summing)
+        self.run_progress.finish()
         self.leave()
         return 0
 
@@ -225,7 +232,9 @@ class Trainer:
             loss.backward()
             self.optimizer.step()
             if self.progress.due(step):  # loss.item() waits for the device: only when a line is printed
-                self.progress.step(epoch, step, loss.item(), (step + 1 - first) * cfg.batch_size * launch.world_size)
+                value = loss.item()
+                rate = self.progress.step(epoch, step, value, (step + 1 - first) * cfg.batch_size * launch.world_size)
+                self.run_progress.step(epoch, step + 1, value, rate)
         self.agreement.settle()
         self.scheduler.step()
         self.history["train_seconds"] += time.perf_counter() - t0
@@ -240,6 +249,8 @@ class Trainer:
         self.history["epoch_losses"].append(test_loss)
         self.progress.line(f"epoch {epoch + 1}/{cfg.epochs}: test accuracy {accuracy:.4f}, test loss {test_loss:.4f}")
         reached = cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
+        if not reached:  # else the run ends here, and finish() reports its end
+            self.run_progress.epoch_end(epoch, accuracy)
         if self.launch.is_main:
             checkpoint.save(self.ckpt_dir, self.snapshot(epoch + 1, 0), cfg.keep_checkpoints)
         if reached:

@@ -98,7 +98,7 @@ node_option = click.option("--node", "_node", metavar="real", callback=_node_fla
               help="Also install Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (upstream's kubeflow-trainer chart, "
                    "release kubeflow-trainer in kubeflow-system), beside the v1 operator, for `--target v2` jobs.")
 @click.option("--kueue", is_flag=True,
-              help="Also install Kueue v0.17.0 (its chart, release kueue in kueue-system) for PyTorchJobs and TrainJobs, "
+              help="Also install Kueue v0.19.2 (its chart, release kueue in kueue-system) for PyTorchJobs and TrainJobs, "
                    "with a ClusterQueue as large as the node and the LocalQueue `default` in namespace default.")
 @click.option("--kueue-quota", metavar="QUOTA", callback=_kueue_quota,
               help="The ClusterQueue's quota instead of the node's, as cpu=3,memory=8Gi,nvidia.com/gpu=1 (each one "

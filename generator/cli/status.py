@@ -1,4 +1,4 @@
-"""`status`: a job's state, replicas and conditions."""
+"""`status`: a job's state, replicas, conditions and progress."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from generator.cli.common import cluster_options, connect, emit, format_option, 
 @click.option("-o", "--output", metavar="FILE", help="Write the report to this file (atomically) instead of stdout.")
 @cluster_options
 def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) -> None:
-    """Conditions, replica counts and times of a job."""
+    """Conditions, replica counts, times and progress (percent done, time left, loss, accuracy) of a job."""
     from generator.cluster import ops
     from generator.diagnose import hint
     from generator.diagnose import report as findings
@@ -30,13 +30,16 @@ def command(name, fmt, output, context, namespace, kubeconfig, request_timeout) 
 
 def table(r: dict) -> str:
     from generator import kinds
+    from generator.cluster import progress
 
     kind = kinds.get(r["kind"])  # it counts its replicas' pods, or its child Jobs
     unit = kind.replica_unit
     lines = [f"{r['kind']} {r['name']} (namespace {r['namespace']}): {r['state']}",
              f"{kind.start_word}: {r['startTime'] or '-'}   "
-             f"completed: {r['completionTime'] or '-'}",
-             f"{unit:<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}"]
+             f"completed: {r['completionTime'] or '-'}"]
+    if r.get("progress") or r["state"] == "Running":
+        lines.append(progress.one_line(r.get("progress")))
+    lines.append(f"{unit:<10}{'ACTIVE':>8}{'SUCCEEDED':>11}{'FAILED':>8}")
     for role, counts in sorted(r["replicas"].items()):
         lines.append(f"{role:<10}{counts['active']:>8}{counts['succeeded']:>11}{counts['failed']:>8}")
     lines.append(f"{'CONDITION':<12}{'STATUS':<8}{'REASON':<28}{'SINCE':<22}MESSAGE")

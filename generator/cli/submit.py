@@ -32,4 +32,5 @@ def command(file, release, dry_run, wait_, replace, timeout, target, context, na
     if done.helm:
         click.echo(f"the same with helm, which takes the release over: {done.helm}", err=True)
     if wait_ and not dry_run:
-        sys.exit(follow(c, done.name, "Succeeded", timeout, progress=True))
+        # Its states alone, as before: `wait` and `status` tell the progress.
+        sys.exit(follow(c, done.name, "Succeeded", timeout, progress=True, told=False))

@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator.cluster import apierrors
+from generator.cluster import apierrors, progress
 from generator.cluster import client as api
 from generator.errors import UserError
 from generator.kinds import source
@@ -128,7 +128,8 @@ def status(c: api.Cluster, name: str) -> dict:
             "conditions": [{k: cond.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
                            for cond in st.get("conditions") or []],
             "replicas": replicas, "startTime": started, "completionTime": completed,
-            "reason": last.get("reason"), "message": last.get("message")}
+            "reason": last.get("reason"), "message": last.get("message"),
+            "progress": progress.read(c, kind, job)}
 
 
 @dataclass
@@ -139,9 +140,11 @@ class WaitResult:
 
 def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
              on_state: Callable[[str, dict], None] | None = None,
-             tick: Callable[[str], None] | None = None) -> WaitResult:
+             tick: Callable[[str], None] | None = None,
+             on_job: Callable[[JobKind, dict], None] | None = None, window: int = 30) -> WaitResult:
     """Watch the job until it reaches target, ends otherwise, or the timeout passes. `tick` sees
-    the state at least every 30 seconds. Succeeded means Complete for a TrainJob."""
+    the state, and `on_job` the job, at least every `window` seconds (and `on_job` every change
+    a watch brings). Succeeded means Complete for a TrainJob."""
     from kubernetes import watch
 
     end = time.monotonic() + timeout
@@ -168,6 +171,8 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
             failed = first_failed_pod(c, name, kind)
             return WaitResult(ENDED_OTHERWISE, f"{what} ended {state}, not {goal}: {cond.get('reason')}: "
                               f"{cond.get('message')}" + (f"; first failed pod: {failed}" if failed else ""))
+        if on_job:  # still waiting: what the job is doing meanwhile
+            on_job(kind, job)
         left = end - time.monotonic()
         if left <= 0:
             return WaitResult(TIMED_OUT, f"{what} is still {state or 'Created'} after {timeout}s; timed out "
@@ -176,12 +181,14 @@ def wait_for(c: api.Cluster, name: str, target: str, timeout: int,
         try:
             for event in stream.stream(c.custom.list_namespaced_custom_object, kind.group, kind.version,
                                        c.namespace, kind.plural, field_selector=f"metadata.name={name}",
-                                       timeout_seconds=max(1, int(min(left, 30)))):
+                                       timeout_seconds=max(1, int(min(left, window)))):
                 if event["type"] == "DELETED":
                     raise UserError(f"{kind.kind} {name} was deleted while waiting for {goal}")
                 job = event["object"]
                 if read(job)[0] != state:
                     break
+                if on_job:
+                    on_job(kind, job)
         except UserError:
             raise
         except Exception as exc:

@@ -47,9 +47,10 @@ REGISTRY_MODULE = "github.com/distribution/distribution/v3"
 REGISTRY_VERSION = "v3.0.0"
 REGISTRY_PACKAGE = f"{REGISTRY_MODULE}/cmd/registry"
 REGISTRY_BINARY = "registry"
-# Kueue (`cluster up --kueue`): the newest release the proxy serves; it admits both PyTorchJobs and TrainJobs.
+# Kueue (`cluster up --kueue`): the newest release the proxy serves; it admits both PyTorchJobs (an
+# integration deprecated since v0.19, its removal planned for v0.20) and TrainJobs.
 KUEUE_MODULE = "sigs.k8s.io/kueue"
-KUEUE_VERSION = "v0.17.0"
+KUEUE_VERSION = "v0.19.2"
 KUEUE_PACKAGE = f"{KUEUE_MODULE}/cmd/kueue"
 KUEUE_BINARY = "kueue"
 BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY, REGISTRY_BINARY,

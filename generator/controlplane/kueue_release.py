@@ -20,11 +20,15 @@ from generator.errors import UserError
 RELEASE = "kueue"
 NAMESPACE = "kueue-system"
 CONTROLLER = f"{RELEASE}-controller-manager"  # the chart's fullname is the release's name
-# The integrations this project's jobs need, of the chart's default list (which also turns on Ray, MPI
-# and more). Plain Jobs and JobSets stay on: Kueue v0.17.0's batch Job webhook, which the chart
-# registers whatever is on, panics on every Job (a nil queue manager) when the batch/job integration is
-# off, so JobSet could not create a TrainJob's Jobs; and a JobSet a TrainJob owns is then known as
-# Kueue's own child, not queued again.
+# The integrations this project's jobs need. Since v0.19 the chart's default list (which also turns on
+# Ray, MPI and more) leaves Kubeflow Trainer v1's out, as deprecated: kubeflow.org/pytorchjob is named
+# here to keep PyTorchJobs queued. Plain Jobs and JobSets stay on: Kueue's batch Job webhook (seen in
+# v0.17.0), which the chart registers whatever is on, panics on every Job (a nil queue manager) when
+# the batch/job integration is off, so JobSet could not create a TrainJob's Jobs; and a JobSet a
+# TrainJob owns is then known as Kueue's own child, not queued again. WaitForPodsReady, on by default
+# since v0.19 (30 minutes, blockAdmission off), is left as the chart has it: a job whose pods are not
+# all Ready within 30 minutes of admission (an image pull that long, a Worker waiting for its Master)
+# is evicted and queued again.
 FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
 FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, QUEUE_NAMESPACE = "default-flavor", "cluster-queue", "default", "default"
 API = "kueue.x-k8s.io/v1beta2"

@@ -22,7 +22,11 @@ from generator.errors import UserError
 RELEASE = "kubeflow-trainer"
 NAMESPACE = "kubeflow-system"
 # The chart leaves every built-in runtime off; torch-distributed is the one `--target v2` defaults to.
-VALUES = {"runtimes": {"torchDistributed": {"enabled": True}}}
+# TrainJobStatus (alpha, off by default; the chart's manager.config.featureGates) starts the status
+# server (the chart's port 10443) that the trainer's progress reports go to, and has the controller
+# inject its URL, CA and a projected token into every trainer container.
+FEATURE_GATES = {"TrainJobStatus": True}
+VALUES = {"runtimes": {"torchDistributed": {"enabled": True}}, "manager": {"config": {"featureGates": FEATURE_GATES}}}
 RUNTIME = "torch-distributed"
 # The Deployments the chart makes (its fullname, and JobSet's `fullnameOverride: jobset` in Trainer's values).
 CONTROLLER = f"{RELEASE}-controller-manager"

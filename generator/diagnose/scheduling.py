@@ -65,3 +65,14 @@ def _crd_exists(c: Cluster, group: str, version: str) -> bool:
     """Whether the API serves podgroups of this group: a list answers 404 only when it does not."""
     return reads.optional(lambda: c.custom.list_namespaced_custom_object(
         group, version, c.namespace, "podgroups", limit=1, _request_timeout=c.request_timeout)) is not None
+
+
+def kueue_version(c: Cluster) -> str | None:
+    """Kueue's release, from the label its chart (and its release manifests) put on its Workload CRD:
+    `v0.19.2`. None where the CRD is absent, unlabelled, or not readable with these credentials."""
+    from kubernetes import client
+
+    crd = reads.optional(lambda: client.ApiextensionsV1Api(c.core.api_client).read_custom_resource_definition(
+        f"workloads.{KUEUE_GROUP}", _request_timeout=c.request_timeout))
+    labels = (crd.metadata.labels or {}) if crd is not None else {}
+    return labels.get("app.kubernetes.io/version")

@@ -40,6 +40,7 @@ class Snapshot:
     logs: dict[str, str] = field(default_factory=dict)  # "pod/container" -> its last lines
     now: str = ""
     runtime: dict | None = None  # a TrainJob's TrainingRuntime or ClusterTrainingRuntime; {} when not readable
+    kueue_version: str | None = None  # Kueue's release (v0.19.2) for a queued job; None when unknown
 
     @property
     def name(self) -> str:
@@ -150,6 +151,7 @@ def collect(c: api.Cluster, name: str) -> Snapshot:
     queue = (job["metadata"].get("labels") or {}).get(KUEUE_LABEL)
     if queue:
         shot.local_queue, shot.cluster_queue = scheduling.queues(c, queue)
+        shot.kueue_version = scheduling.kueue_version(c)
     for pod in shot.pods:
         for status in _container_statuses(pod):
             if _failed(status):

@@ -123,8 +123,8 @@ def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(regist
     ("ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489", ["--help"], "65532:65532", "-pytorch-init-container-image"),
     ("ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0", ["--help"], "65532:65532", "Usage of /manager"),
     ("us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main", ["--help"], "65532:65532", "Usage of /manager"),
-    ("us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:release-0.17", ["--help"], "65532:65532",
-     "-visibility-server-port"),
+    ("us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:release-0.19", ["--help"], "65532:65532",
+     "-feature-gates"),
     # busybox's applets, but sh (dash) and nslookup (BIND's): the operator's Workers wait with `nslookup`;
     # Trainer's runtimes installer runs `apk add --no-cache kubectl`, then kubectl.
     ("docker.io/library/alpine:3.10", ["sh", "-c", "apk add --no-cache kubectl && readlink /bin/nslookup && readlink /bin/sleep && "

@@ -1,4 +1,4 @@
-"""Jobs through the real Kueue v0.17.0 (`cluster up --kueue`), on a cluster of this module's own on
+"""Jobs through the real Kueue v0.19.2 (`cluster up --kueue`), on a cluster of this module's own on
 the node `cluster up` chooses (the real node where it can run), whose ClusterQueue holds half a CPU
 (`--kueue-quota cpu=500m`): a job of two 250m pods fills it, and fits on two cores beside the
 operator's, Trainer's, JobSet's and Kueue's own pods. Each case is the job chart's
@@ -83,6 +83,9 @@ def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(clu
     found = _diagnose(cluster, "kq-second")
     held = next(f for f in found if f["object"].startswith("Workload/"))
     assert "insufficient unused quota for cpu in flavor default-flavor" in held["message"]
+    # Kueue v0.19 deprecates the PyTorchJob integration; diagnose reads its release off its CRD and says so.
+    deprecated = next(f for f in found if f["reason"] == "KueueV1IntegrationDeprecated")
+    assert "python -m generator convert FILE --to v2" in deprecated["fix"]
     # In the quantities Kubernetes writes, as the quota and usage beside them are.
     assert held["fix"].startswith("ClusterQueue cluster-queue lacks 500m cpu: the job asks for 500m in all, and 1 "
                                   "admitted workload holds 500m of its 500m")

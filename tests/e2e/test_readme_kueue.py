@@ -1,5 +1,5 @@
 """The README's `Kueue on your machine` block, run as written on a cluster of its own with the real
-Kueue v0.17.0, each command's output compared with the README's sample in the words
+Kueue v0.19.2, each command's output compared with the README's sample in the words
 test_readme_cluster puts machine-specific text in (and a Workload's generated suffix as ID)."""
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ from generator.diagnose.snapshot import Snapshot
 __all__ = ["ERROR", "INFO", "WARNING", "Diagnosis", "RULES", "diagnose"]
 
 RULES: list[Rule] = [scheduling.scheduling, images.images, pods.references, scheduling.claims, queues.kueue,
-                     queues.gang, pods.replicas, job.backoff, pods.master, pods.istio, job.leftovers, job.job]
+                     queues.gang, pods.replicas, job.backoff, pods.master, pods.istio, job.leftovers, job.job,
+                     queues.kueue_v1]
 
 
 def diagnose(shot: Snapshot) -> list[Diagnosis]:

@@ -162,3 +162,29 @@ def gang(shot: Snapshot) -> Iterator[Diagnosis]:
                             f"the gang of {minimum} pods is {phase or 'Pending'}" + (f": {said[-1]}" if said else ""),
                             f"all its pods must fit at once: lower {REQUESTS} or {WORKERS}, or "
                             f"{MIN_AVAILABLE} for fewer at a time; the {GANG_QUEUE} must have room")
+
+
+# Kueue v0.19 deprecated its Kubeflow Trainer v1 integrations (kubeflow.org/pytorchjob and the rest);
+# their removal is planned for v0.20. TrainJob (trainer.kubeflow.org/trainjob) is the supported path.
+V1_DEPRECATED_IN = (0, 19)
+
+
+def kueue_v1(shot: Snapshot) -> Iterator[Diagnosis]:
+    """A job queued through Kueue's Trainer v1 integration on a Kueue that deprecates it."""
+    queue = (shot.job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+    integration = shot.job_kind.kueue_integration
+    release = _release(shot.kueue_version)
+    if not queue or not integration.startswith("kubeflow.org/") or release is None or release < V1_DEPRECATED_IN:
+        return
+    yield Diagnosis(WARNING, f"{shot.kind}/{shot.name}", "KueueV1IntegrationDeprecated",
+                    f"queued through Kueue's {integration} integration (queue {queue}), which Kueue "
+                    f"{shot.kueue_version} deprecates with the rest of its Kubeflow Trainer v1 support; its removal "
+                    "is planned for Kueue v0.20, after which Kueue no longer admits this job",
+                    f"move the job to a Kubeflow Trainer v2 TrainJob, which Kueue supports: `python -m generator "
+                    f"convert FILE --to v2` turns the job's manifest or values into one and lists every change in "
+                    f"meaning; {QUEUE_NAME} carries over")
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    match = re.match(r"^v?(\d+)\.(\d+)", version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None

@@ -29,10 +29,10 @@ def cache(tmp_path, monkeypatch):
     root = tmp_path / "mod"
     chart = kueue_release.chart(root)
     (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text(yaml.safe_dump({"name": "kueue", "version": "0.17.0"}))
+    (chart / "Chart.yaml").write_text(yaml.safe_dump({"name": "kueue", "version": "0.19.2"}))
     (chart / "values.yaml").write_text(yaml.safe_dump({
         "controllerManager": {"manager": {"image": {"repository": "us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue",
-                                                    "tag": "release-0.17"}}},
+                                                    "tag": "release-0.19"}}},
         "managerConfig": {"controllerManagerConfigYaml": CONFIG}}))
     monkeypatch.setenv("GOMODCACHE", str(root))
     kueue_release.images.cache_clear()
@@ -64,7 +64,7 @@ def test_the_node_runs_the_charts_image_as_the_built_controller(cache):
 def test_a_missing_chart_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("GOMODCACHE", str(tmp_path / "empty"))
     kueue_release.images.cache_clear()
-    with pytest.raises(UserError, match=r"no such chart in the Go module cache.*go mod download sigs.k8s.io/kueue@v0.17.0"):
+    with pytest.raises(UserError, match=r"no such chart in the Go module cache.*go mod download sigs.k8s.io/kueue@v0.19.2"):
         kueue_release.checked_chart()
     assert kueue_release.images() == {}
     kueue_release.images.cache_clear()

@@ -77,3 +77,21 @@ def test_the_nodes_images_are_the_charts_and_an_image_of_ours_stays_ours(cache):
     assert programs.resolve("docker.io/alpine:3.21", upstream=images).mode == programs.SHELL
     with pytest.raises(programs.ImagePullError):  # `generator run` never runs the controllers
         programs.resolve("ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0")
+
+
+def test_the_installed_chart_turns_the_train_job_status_gate_on(tmp_path):
+    """Rendered from the real charts in the Go module cache (`cluster build` leaves them there):
+    the controller's configuration carries the gate, and its Service the status server's port."""
+    from generator import helm
+
+    try:
+        staged = trainer_release.stage(tmp_path)
+    except UserError as exc:
+        pytest.skip(f"the real charts are not in the module cache: {exc}")
+    objects = helm.render_objects(staged, trainer_release.VALUES, trainer_release.RELEASE, trainer_release.NAMESPACE)
+    configs = [yaml.safe_load(text) for o in objects if o["kind"] == "ConfigMap"
+               for text in (o.get("data") or {}).values() if "featureGates" in text]
+    assert [c["featureGates"] for c in configs] == [{"TrainJobStatus": True}]
+    assert configs[0]["statusServer"]["port"] == 10443
+    services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].startswith(trainer_release.RELEASE)]
+    assert any(p["name"] == "status-server" for s in services for p in s["spec"]["ports"])

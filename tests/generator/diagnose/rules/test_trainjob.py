@@ -159,3 +159,10 @@ def test_torchruns_report_of_a_failed_worker_gives_way_to_the_workers_own_last_l
     assert len(shown) <= snapshot.LOG_LINES and not any("Traceback" in line for line in shown)
     plain = "\n".join(f"line {i}" for i in range(30)) + "\n"
     assert snapshot.last_lines(plain) == "\n".join(f"line {i}" for i in range(10, 30)) + "\n"
+
+
+def test_a_trainjob_queued_under_kueue_0_19_is_on_the_supported_path():
+    queued = trainjob(jobs_status=[{"name": "node", "active": 2, "succeeded": 0, "failed": 0}])
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    assert not [f for f in rules.diagnose(shot(job=queued, kueue_version="v0.19.2"))
+                if f.reason == "KueueV1IntegrationDeprecated"]
