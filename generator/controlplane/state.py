@@ -6,10 +6,10 @@ the node (capacity, image aliases); it travels supervisor -> kubelet as one JSON
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from generator import files
 from generator.controlplane.network import PodNetwork
 from generator.errors import UserError
 
@@ -144,6 +144,4 @@ def load(path: Path) -> ClusterState | None:
 def save(path: Path, state: ClusterState) -> None:
     """Written whole or not at all: a reader never sees half a state."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(state.to_json())
-    os.replace(tmp, path)
+    files.write_whole(path, state.to_json())

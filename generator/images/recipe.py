@@ -7,11 +7,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator import files
 from generator.images import engine as engine_
 from generator.images.engine import Engine
 
@@ -93,7 +93,5 @@ def ensure(eng: Engine, recipe: Recipe, base_id: str = "", show=None) -> bool:
             # of what it copies); the engine keeps it while another tag, a child image or a container uses it.
             eng.run("rmi", replaced, check=False)
         record = {"key": key, "id": built, "seconds": round(time.monotonic() - started)}
-        tmp = _record(recipe.tag).with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(_record(recipe.tag))
+        files.write_whole(_record(recipe.tag), json.dumps(record))
     return True

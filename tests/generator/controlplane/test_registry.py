@@ -52,3 +52,12 @@ def test_its_folders_are_0700_and_its_keys_config_and_state_0600(reg):
             assert mode & 0o022 == 0, f"{path}: {oct(mode)}"
         else:
             assert mode == 0o600, f"{path}: {oct(mode)}"
+
+
+def test_a_state_that_cannot_be_written_leaves_no_temp_file(tmp_path):
+    from tests.support.full_disk import full_folder, left
+
+    with full_folder(tmp_path) as full:
+        with pytest.raises(OSError):
+            registry._save(Registry(full), port=5000, secret="s" * 8192, pid=None)
+        assert left(full) == []

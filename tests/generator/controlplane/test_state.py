@@ -91,3 +91,17 @@ def test_node_options_that_do_not_decode_say_so(text):
 def test_the_users_image_aliases_win_over_the_ones_added():
     mine = NodeOptions(images={"my/op": "ghcr.io/a"})
     assert mine.with_images({"my/op": "ghcr.io/b", "other": "ghcr.io/c"}).images == {"my/op": "ghcr.io/a", "other": "ghcr.io/c"}
+
+
+def test_a_state_that_cannot_be_written_leaves_the_last_one_and_no_temp_file(tmp_path):
+    """A full disk while a cluster starts: the state written before stays whole, nothing beside it."""
+    from tests.support.full_disk import full_folder, left
+
+    def first(folder):
+        state.save(folder / "state.json", ClusterState(pid=1, phase="starting"))
+
+    with full_folder(tmp_path, first) as full:
+        with pytest.raises(OSError):
+            state.save(full / "state.json", ClusterState(pid=1, phase="ready", error="x" * 8192))
+        assert left(full) == ["state.json"]
+        assert state.load(full / "state.json").phase == "starting"
