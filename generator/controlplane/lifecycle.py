@@ -166,6 +166,10 @@ def up(layout: Layout, values_file: str | None, timeout: float = 600, say=print,
     reg = _publish(node.images if real else {}, say)  # the process node runs no image: its map stays its own
     if real and operator and operator_values is not None:
         _check_held(reg, values_file, operator_values)
+    if real:  # room for what the node will unpack, before anything starts
+        from generator.controlplane import disk, user_images
+
+        disk.check(layout.root, reg, disk.pulled(operator_values, operator, [user_images.tagged(r) for r in node.images]))
     if real:
         from generator.controlplane.realnode import build as real_build
 
