@@ -22,11 +22,11 @@ EVICTION_PERCENT = 1
 
 def pulled(operator_values: dict | None, operator: bool, extra: list[str]) -> list[str]:
     """The images the node will pull, as the registry names them: the operator chart's (as the
-    values name them), the job chart's default images (the trainer's, its CUDA build for GPUs) and
-    `extra` (Trainer's, Kueue's, your --image ones)."""
+    values name them), the job chart's default image (the trainer's; not also its CUDA build, which
+    only a GPU job pulls: never a refusal for what may not come) and `extra` (your --image ones)."""
     from generator.controlplane.chart_images import _images
 
-    renders = [(paths.JOB_CHART, {}), (paths.JOB_CHART, {"resources": {"gpus": 1}})]
+    renders = [(paths.JOB_CHART, {})]
     if operator:
         renders.append((paths.OPERATOR_CHART, operator_values or {}))
     found = {base.qualified(i) for chart, values in renders for i in _images(helm.render_objects(chart, values))}
