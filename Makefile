@@ -41,18 +41,29 @@ test-slow: venv
 # Go modules and the trainer's image side by side (the Go builds keep the CPUs busy while the image
 # build mostly downloads torch), then fills the local registry; later runs find both built.
 e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
-	$(MAKE) --no-print-directory -j2 --output-sync=line e2e-binaries e2e-image
+	$(MAKE) --no-print-directory -j2 e2e-binaries e2e-image
 	$(PY) -m generator image registry up --quiet
 	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python KUBEFLOW_SDK_V2_PYTHON=$(VENV)/kubeflow-sdk-v2/bin/python \
 		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
 
-# Unbuffered, so each step's line shows as it starts rather than when its half of the build ends. The
+# The two builds side by side, each line as it comes (make's --output-sync would hold a recipe's
+# output until it ends: 50 silent minutes on a first run), marked with its build's name; each build
+# says when it starts and how long it took. Unbuffered, so each step's line shows as it starts. The
 # real node's parts too where it can run (as `cluster up` chooses): tests/e2e/test_real_node.py runs on it.
+BUILD_BINARIES ?= PYTHONUNBUFFERED=1 $(PY) -m generator cluster build
+BUILD_IMAGE ?= PYTHONUNBUFFERED=1 $(PY) -m generator image build --steps
+e2e-binaries e2e-image: SHELL := /bin/bash
+labelled = start=$$(date +%s); echo "[$(1)] started at $$(date +%H:%M:%S)"; \
+	{ $(2); } 2>&1 | while IFS= read -r line; do printf '[%s] %s\n' '$(1)' "$$line"; done; \
+	code=$${PIPESTATUS[0]}; took=$$(( $$(date +%s) - start )); \
+	printf '[%s] %s after %dm%02ds\n' '$(1)' "$$([ $$code = 0 ] && echo done || echo "FAILED (exit $$code)")" \
+		$$((took / 60)) $$((took % 60)); exit $$code
+
 e2e-binaries: venv
-	PYTHONUNBUFFERED=1 $(PY) -m generator cluster build
+	@$(call labelled,control plane,$(BUILD_BINARIES))
 
 e2e-image: venv
-	PYTHONUNBUFFERED=1 $(PY) -m generator image build --quiet
+	@$(call labelled,trainer image,$(BUILD_IMAGE))
 
 # The official Kubeflow training SDK, for tests/e2e/test_kubeflow_sdk.py, in a venv of its own:
 # kubeflow-training 1.9.4 caps the kubernetes client below 36, and the generator's server-side

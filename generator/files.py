@@ -45,6 +45,26 @@ def write_atomic(path: str, text: str) -> None:
                    hint="name the file itself rather than a chain of links")
 
 
+def write_whole(path, text: str, mode: int = 0o666) -> None:
+    """The tool's own small files in its own folders (a cluster's state, the registry's records):
+    written beside `path` under a name of this process's, renamed over it; where the write fails (a
+    full disk) the temp file is removed and the OSError raised, `path` left as it was. `mode` is
+    narrowed by the umask."""
+    folder, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _refused(path: str, message: str, hint: str = "name a file to write, or leave out -o to print to stdout") -> UserError:
     return UserError([Finding("", message, hint=hint)], source=path)
 
@@ -102,11 +122,14 @@ def _write_in(folder_fd: int, folder: str, name: str, text: str, named: str) -> 
             os.fsync(handle.fileno())
             os.fchmod(handle.fileno(), mode)
         os.rename(temp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)  # replaces a link itself, never its target
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(temp, dir_fd=folder_fd)
         except OSError:
             pass
+        if isinstance(exc, OSError):  # a full disk, a quota: the file as it was, and no temp file beside it
+            raise _refused(named, f"could not be written ({exc.strerror}); it is left as it was",
+                           hint="free space where it goes (`df` shows how much is left), or name a file elsewhere") from None
         raise
     try:
         os.fsync(folder_fd)  # the rename itself survives a crash

@@ -1,7 +1,20 @@
 """`image build`: real images built on this machine (Docker, else podman), once per machine."""
 from __future__ import annotations
 
+import re
+
 import click
+
+# A build's step as the engines print them: podman's and buildah's `STEP 3/12: RUN ...`, Docker's
+# plain progress `#7 [3/12] RUN ...`.
+STEP = re.compile(r"^(STEP \d+/\d+: |#\d+ \[[^\]]*\d+/\d+\] )")
+STEP_WIDTH = 160  # a RUN step's whole shell script would wrap over many lines
+
+
+def _steps(line: str) -> None:
+    if STEP.match(line):
+        _say(line if len(line) <= STEP_WIDTH else line[:STEP_WIDTH - 3] + "...")
+
 
 # The trainer image's variants: cpu, gpu (CUDA), or auto (generator/images/trainer.py chooses).
 VARIANTS = ("auto", "cpu", "gpu")
@@ -25,11 +38,12 @@ def command() -> None:
               help="The trainer's torch: cpu from PyTorch's CPU wheel index (tag <version>), gpu the CUDA build from "
                    "PyPI (tag <version>-cuda); auto is cpu where that index answers, else gpu.")
 @click.option("--quiet", is_flag=True, help="Leave the engine's build output out.")
-def build(directory, tag, dockerfile, build_args, variant: str, quiet: bool) -> None:
+@click.option("--steps", is_flag=True, help="Of the engine's build output, show only each step as it starts.")
+def build(directory, tag, dockerfile, build_args, variant: str, quiet: bool, steps: bool) -> None:
     """Build the trainer's image (trainer/Dockerfile), or with DIRECTORY your own Dockerfile's, into the
     engine's local store, once per machine; later calls find it up to date until the Dockerfile,
     the files it copies or its base change."""
-    show = None if quiet else _say
+    show = None if quiet else _steps if steps else _say
     if directory is None and (tag or dockerfile or build_args):
         raise click.UsageError("-t, -f and --build-arg are for your own image: give its DIRECTORY")
     if directory is not None:

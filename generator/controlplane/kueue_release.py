@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -115,6 +116,7 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
 
     from generator.controlplane.operator import admin_client
 
+    end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     api = admin_client(layout)
     apps = client.AppsV1Api(api)
 
@@ -122,11 +124,11 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
         status = apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE).status
         return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
 
-    processes.wait_until(available, timeout, f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
+    processes.wait_until(available, processes.left(end), f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
                          "the kubelet and Ready)", kubelet, interval=0.5)
-    processes.wait_until(lambda: webhooks_answer(api), 60, "the API server to reach Kueue's webhooks", kubelet,
+    processes.wait_until(lambda: webhooks_answer(api), processes.left(end), "the API server to reach Kueue's webhooks", kubelet,
                          interval=0.5)
-    processes.wait_until(lambda: _visibility_served(api), 60, "the API server to serve Kueue's visibility API",
+    processes.wait_until(lambda: _visibility_served(api), processes.left(end), "the API server to serve Kueue's visibility API",
                          kubelet, interval=0.5)
 
 

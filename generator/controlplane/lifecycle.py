@@ -159,6 +159,11 @@ def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, sa
     reg = _publish(node.images, say)
     if releases.operator and operator_values is not None:
         _check_held(reg, values_file, operator_values)
+    # Room for what the node will unpack, before anything starts.
+    from generator.controlplane import disk, user_images
+
+    disk.check(layout.root, reg, disk.pulled(operator_values, releases.operator,
+                                             [user_images.tagged(r) for r in node.images]))
     from generator.controlplane.realnode import build as real_build
 
     real_build.ensure(say)

@@ -3,6 +3,8 @@ The Deployment's pod then runs on the node like any pod; this module only waits 
 it. `apply` is server-side apply, for what the cluster itself installs (its StorageClass)."""
 from __future__ import annotations
 
+import time
+
 from generator import FIELD_MANAGER, helm, paths
 from generator.controlplane import processes
 from generator.controlplane.layout import Layout
@@ -82,16 +84,18 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
     mounted and injected), and the API server reaching the webhook through its endpoints."""
     from kubernetes import client
 
+    end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     apps = client.AppsV1Api(admin_client(layout))
 
     def available() -> bool:
         status = apps.read_namespaced_deployment_status(installed.deployment, installed.namespace).status
         return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
 
-    processes.wait_until(available, timeout, f"deployment {installed.namespace}/{installed.deployment} to be available "
+    processes.wait_until(available, processes.left(end), f"deployment {installed.namespace}/{installed.deployment} to be available "
                          "(its pod run by the kubelet and Ready)", kubelet, interval=1.0)
     # A dry-run that only the webhook refuses is refused by it.
-    processes.wait_until(lambda: webhook_answers(layout), 60, "the API server to reach the operator's webhook", kubelet)
+    processes.wait_until(lambda: webhook_answers(layout), processes.left(end), "the API server to reach the operator's "
+                         "webhook", kubelet)
 
 
 def webhook_answers(layout: Layout) -> bool:

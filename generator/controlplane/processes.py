@@ -76,6 +76,12 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def left(end: float) -> float:
+    """Seconds until the monotonic deadline `end` (at least one, so a late step still gets one look):
+    a step's wait takes what its caller's timeout has left, never a fixed minute of its own."""
+    return max(1.0, end - time.monotonic())
+
+
 def wait_until(check, timeout: float, what: str, child: Child | None = None, interval: float = 0.25):
     """Poll check() until it returns a true value; fail naming what never happened."""
     end = time.monotonic() + timeout

@@ -19,6 +19,7 @@ import time
 import urllib.error
 from pathlib import Path
 
+from generator import files
 from generator.container import ports
 from generator.controlplane import build, pki, processes
 from generator.controlplane.layout import MARKER
@@ -71,11 +72,7 @@ def _free(port: int) -> bool:
 
 def _save(reg: Registry, **fields) -> None:
     current = {**reg.read_state(), **fields}
-    tmp = reg.state.with_suffix(f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps(current))
-    tmp.replace(reg.state)
+    files.write_whole(reg.state, json.dumps(current), 0o600)
 
 
 def start(reg: Registry | None = None, say=print) -> Registry:
@@ -158,9 +155,7 @@ def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
                     f"docker://{reg.address}/{name}"], f"pushing {local} to the registry at {reg.address}",
                    f"the registry's log is {reg.log}", env=eng.environ(), nice=False)
     pushed[name] = image_id
-    tmp = _pushed(reg).with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(pushed, indent=1, sort_keys=True))
-    tmp.replace(_pushed(reg))
+    files.write_whole(_pushed(reg), json.dumps(pushed, indent=1, sort_keys=True), 0o600)
     return True
 
 

@@ -6,10 +6,10 @@ the node (capacity, images, Pod Security); it travels `cluster up` -> supervisor
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from generator import files
 from generator.controlplane.network import PodNetwork
 from generator.errors import UserError
 
@@ -140,9 +140,4 @@ def save(path: Path, state: ClusterState) -> None:
     """Written whole or not at all: a reader never sees half a state. The temp file is made anew
     (O_EXCL) and never through a link: one planted at its name would have root write where it points."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)  # a crashed writer's of the same pid; a link goes without being followed
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(state.to_json())
-    os.replace(tmp, path)
+    files.write_whole(path, state.to_json(), 0o600)

@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import yaml
@@ -122,6 +123,7 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
 
     from generator.controlplane.operator import admin_client
 
+    end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     api = admin_client(layout)
     apps = client.AppsV1Api(api)
 
@@ -130,9 +132,9 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
         return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
 
     for name in (JOBSET_CONTROLLER, CONTROLLER):
-        processes.wait_until(lambda name=name: available(name), timeout, f"deployment {NAMESPACE}/{name} to be "
+        processes.wait_until(lambda name=name: available(name), processes.left(end), f"deployment {NAMESPACE}/{name} to be "
                              "available (its pod run by the kubelet and Ready)", kubelet, interval=1.0)
-    processes.wait_until(lambda: webhooks_answer(api), 60, "the API server to reach Trainer's and JobSet's webhooks",
+    processes.wait_until(lambda: webhooks_answer(api), processes.left(end), "the API server to reach Trainer's and JobSet's webhooks",
                          kubelet)
 
 

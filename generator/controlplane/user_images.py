@@ -41,6 +41,21 @@ def known_image(local: dict[str, str], ref: str, known: str) -> str:
                     f"{', '.join(sorted({programs.repository(split(n)[0]) for n in local}))}, or a folder")
 
 
+def laid_over(eng: engine_.Engine, ref: str, target: str, local: dict[str, str], say=print) -> str:
+    """REPO[:TAG]=DIR[:PATH]: the local image of DIR laid at PATH (default the code path) over your
+    image REPO:TAG where the store holds it, else over the torch runtime image."""
+    name = tagged(ref)
+    folder, at = programs.split_code(target)
+    at = at or programs.CODE_PATH
+    own = eng.image_id(name)
+    over = name if own else torch_image(local)
+    image, built = layer.build(eng, over, folder, at, ref)
+    if built:
+        under = f"your image {name}" if own else f"{over} (the trainer's Python and torch)"
+        say(f"{name}: {folder} laid over {under} at {at}")
+    return image
+
+
 def publish(reg: registry.Registry, images: dict[str, str], local: dict[str, str], say=print) -> list[str]:
     """Build and push each `--image` mapping (`local`: what chart_images.seed made, name -> local
     image); the names the registry holds them under."""
@@ -51,14 +66,7 @@ def publish(reg: registry.Registry, images: dict[str, str], local: dict[str, str
     for ref, target in images.items():
         name = tagged(ref)
         if target.startswith("/"):  # programs.mapping made DIR[:PATH] absolute
-            folder, at = programs.split_code(target)
-            at = at or programs.CODE_PATH
-            own = eng.image_id(name)
-            over = name if own else torch_image(local)
-            image, built = layer.build(eng, over, folder, at, ref)
-            if built:
-                under = f"your image {name}" if own else f"{over} (the trainer's Python and torch)"
-                say(f"{name}: {folder} laid over {under} at {at}")
+            image = laid_over(eng, ref, target, local, say)
         else:
             image = known_image(local, ref, target)
         registry.push(reg, eng, image, name, say)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator import files
 from generator.images import engine as engine_
 from generator.images.engine import Engine
 
@@ -85,9 +86,9 @@ def _entries(path: Path) -> list[Path]:
     if not path.is_dir():
         return []  # a named pipe or a device: nothing an image is built from
     found = []
-    for top, folders, files in os.walk(path):  # links to folders are listed in `folders`, not entered
+    for top, folders, names in os.walk(path):  # links to folders are listed in `folders`, not entered
         folders[:] = [f for f in folders if f != "__pycache__"]
-        entries = [Path(top, f) for f in [*files, *folders]]
+        entries = [Path(top, f) for f in [*names, *folders]]
         found += sorted(p for p in entries if p.is_symlink() or p.is_file())
     return found
 
@@ -146,7 +147,5 @@ def ensure(eng: Engine, recipe: Recipe, base_id: str = "", show=None) -> bool:
             # of what it copies); the engine keeps it while another tag, a child image or a container uses it.
             eng.run("rmi", replaced, check=False)
         record = {"key": key, "id": built, "seconds": round(time.monotonic() - started)}
-        tmp = _record(recipe.tag).with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(_record(recipe.tag))
+        files.write_whole(_record(recipe.tag), json.dumps(record))
     return True

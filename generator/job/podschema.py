@@ -17,12 +17,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import re
 import zlib
 from pathlib import Path
 
-from generator import paths
+from generator import files, paths
 
 KUBE_VERSION = "1.33.0"  # the release kubernetes-validate checks against (generator.kinds.pytorchjob.importer)
 _FORMAT = 1  # of the cached file; bump when what is kept changes
@@ -145,9 +144,7 @@ def _subset(root: dict, definitions: dict) -> dict:
 def _store(target: Path, data: dict) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, separators=(",", ":")))
-        os.replace(tmp, target)
+        files.write_whole(target, json.dumps(data, separators=(",", ":")))
     except OSError:
         pass  # a read-only checkout: read the definitions each time
 

@@ -1,10 +1,15 @@
 """--target v2: the same values as a Kubeflow Trainer v2.3 TrainJob, the mapping written in
 DESIGN.md and the chart's README, and a refusal naming the field for what v2 cannot express.
 The scenarios v2 and v2-plain are also checked against Trainer's CRDs (tests/support/kube.py)."""
+from decimal import Decimal
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator import helm, paths
 from generator.errors import UserError
+from generator.job import quantity
 from tests.support import kube
 
 
@@ -91,3 +96,23 @@ def test_the_runtime_is_a_helm_hook_so_that_helm_install_applies_it_before_the_t
     installs one with the helm CLI)."""
     annotations = render({})["TrainingRuntime"]["metadata"]["annotations"]
     assert annotations == {"helm.sh/hook": "pre-install,pre-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}
+
+
+def _cpu_written(millicores: int, form: str) -> str | int:
+    if form == "milli":
+        return f"{millicores}m"
+    if form == "int" and millicores % 1000 == 0:
+        return millicores // 1000
+    return str(Decimal(millicores) / 1000)
+
+
+@settings(max_examples=25)
+@given(millicores=st.integers(min_value=1, max_value=64000), form=st.sampled_from(["milli", "decimal", "int"]))
+def test_the_cpu_limit_a_node_gets_is_never_below_its_cpu_request(millicores, form):
+    """Kubernetes refuses a pod whose limit is below its request: a TrainJob whose limit were
+    rounded the wrong way (1200m given a limit of 1) would never run."""
+    request = _cpu_written(millicores, form)
+    trainer = render({"resources": {"requests": {"cpu": request}}})["TrainJob"]["spec"]["trainer"]
+    limit = trainer["resourcesPerNode"]["limits"]["cpu"]
+    assert quantity.parse(limit) >= quantity.parse(request), (request, limit)
+    assert quantity.parse(limit) == max(1, -(-millicores // 1000))  # whole CPUs, rounded up

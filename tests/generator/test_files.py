@@ -100,3 +100,16 @@ def test_the_users_own_link_to_a_folder_is_followed(tmp_path):
     (tmp_path / "out").symlink_to(real)
     assert render_to(tmp_path, tmp_path / "out" / "job.yaml")[0] == 0
     assert "kind: PyTorchJob" in (real / "job.yaml").read_text() and sorted(os.listdir(real)) == ["job.yaml"]
+
+
+def test_a_full_disk_is_named_with_the_file_and_leaves_no_temp_file(tmp_path):
+    from tests.support.full_disk import full_folder, left
+
+    with full_folder(tmp_path) as full:
+        code, err = render_to(tmp_path, full / "job.yaml")
+        assert code == 1 and "Traceback" not in err, err
+        assert f"{full / 'job.yaml'}" in err and "No space left on device" in err, err
+        assert left(full) == []
+        (full / "kept.yaml").write_bytes(b"")  # an empty file takes no space
+        code, err = render_to(tmp_path, full / "kept.yaml")
+        assert code == 1 and left(full) == ["kept.yaml"] and (full / "kept.yaml").read_bytes() == b""

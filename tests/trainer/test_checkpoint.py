@@ -43,3 +43,13 @@ def test_only_the_newest_are_kept(tmp_path):
     for epoch in range(1, 6):
         checkpoint.save(tmp_path, _state(epoch), keep=2)
     assert [p.name for p in checkpoint.complete(tmp_path)] == ["ckpt-e0005-s000000.pt", "ckpt-e0004-s000000.pt"]
+
+
+def test_a_full_disk_leaves_the_previous_checkpoint_newest_and_no_temp_file(tmp_path):
+    from tests.support.full_disk import full_folder, left
+
+    with full_folder(tmp_path, lambda folder: checkpoint.save(folder, _state(1), keep=3)) as full:
+        with pytest.raises(OSError):
+            checkpoint.save(full, {**_state(2), "model": {"w": torch.zeros(65536)}}, keep=3)
+        assert left(full) == ["ckpt-e0001-s000000.pt"]
+        assert checkpoint.load_newest(full)[0]["epoch"] == 1

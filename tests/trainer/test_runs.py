@@ -38,6 +38,7 @@ def test_sigterm_checkpoints_exits_143_and_the_restart_resumes_to_the_same_resul
     finished = stop_with_sigterm(proc, lines, "epoch 3 step 5/")  # mid-epoch 3
     rest = lines.rest()
     assert proc.wait(timeout=60) == 143, rest
+    assert any(line.startswith("stopping at epoch 3, step ") for line in rest.splitlines()), rest
     epoch, step, before = stopped_at(rest, 23)  # ceil(1437 / 64) steps an epoch
     # Acted on at the next step: only the step under way when the signal came finishes first.
     assert before <= finished + 1, (finished, rest)
@@ -50,6 +51,8 @@ def test_sigterm_checkpoints_exits_143_and_the_restart_resumes_to_the_same_resul
     log = restarted.stdout.read()
     assert restarted.wait(timeout=240) == 0
     assert f"resumed from {saved[0]} at epoch {epoch}, step {step}" in log
+    # Each epoch's loss, not only the accuracies: a resume one batch off can keep every accuracy.
+    assert metrics(out)["epoch_losses"] == metrics(one_process)["epoch_losses"]
     assert metrics(out)["epoch_accuracies"] == metrics(one_process)["epoch_accuracies"]
 
 

@@ -133,13 +133,22 @@ def _kill_node_processes(root: Path) -> list[int]:
     return killed
 
 
-def container_log_links(folders: Folders) -> list[Path]:
-    """The kubelet's links in /var/log/containers to this node's pod logs."""
+def container_log_links(folders: Folders, links: Path = CONTAINER_LOG_LINKS) -> list[Path]:
+    """The kubelet's links in `links` (/var/log/containers) to this node's pod logs: other
+    clusters' and a real kubelet's links share the folder."""
     try:
-        links = [p for p in CONTAINER_LOG_LINKS.iterdir() if p.is_symlink()]
+        found = [p for p in links.iterdir() if p.is_symlink()]
     except OSError:
         return []
-    return [p for p in links if folders.pod_logs in Path(os.readlink(p)).parents]
+    return [p for p in found if folders.pod_logs in Path(os.readlink(p)).parents]
+
+
+def remove_container_log_links(folders: Folders, links: Path = CONTAINER_LOG_LINKS) -> int:
+    """Remove this node's links in `links`, and only them; how many."""
+    own = container_log_links(folders, links)
+    for link in own:
+        link.unlink(missing_ok=True)
+    return len(own)
 
 
 def teardown(root: Path) -> tuple[list[str], list[str]]:
@@ -173,8 +182,7 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     for sandbox in sandboxes:  # a killed shim leaves its socket behind
         for path in (f"{folders.socket}/k8s.io/{sandbox}", f"{folders.socket}/k8s.io/{sandbox}/debug"):
             (SHIM_SOCKETS / hashlib.sha256(path.encode()).hexdigest()).unlink(missing_ok=True)
-    for link in container_log_links(folders):
-        link.unlink(missing_ok=True)
+    remove_container_log_links(folders)
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)

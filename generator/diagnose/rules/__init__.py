@@ -5,15 +5,15 @@ between job kinds they ask the snapshot's kind (generator/kinds). Rules are list
 their findings rank within a severity: a cause before its symptoms."""
 from __future__ import annotations
 
-from generator.diagnose.rules import images, job, pods, queues, scheduling
+from generator.diagnose.rules import images, job, pods, pressure, queues, scheduling
 from generator.diagnose.rules.common import ERROR, INFO, SEVERITY_ORDER, WARNING, Diagnosis, Rule
 from generator.diagnose.snapshot import Snapshot
 
 __all__ = ["ERROR", "INFO", "WARNING", "Diagnosis", "RULES", "diagnose"]
 
-RULES: list[Rule] = [scheduling.scheduling, images.images, pods.references, scheduling.claims, queues.kueue,
-                     queues.gang, pods.replicas, job.backoff, pods.master, pods.istio, job.leftovers, job.job,
-                     queues.kueue_v1]
+RULES: list[Rule] = [pressure.nodes, pressure.evictions, scheduling.scheduling, images.images, pods.references,
+                     scheduling.claims, queues.kueue, queues.gang, pods.replicas, job.backoff, pods.master, pods.istio,
+                     job.leftovers, job.job, queues.kueue_v1]
 
 
 def diagnose(shot: Snapshot) -> list[Diagnosis]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from generator.diagnose.rules import pressure
 from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, objects, pod_name, pods_in
 from generator.diagnose.snapshot import Snapshot
 from generator.fixtext import setting, value
@@ -52,11 +53,15 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
             fix = f"lower the request for {resource} (each pod asks for {_requests(pod, resource, shot.container)}{have})"
         out.append((f"Insufficient {resource}", message, fix))
     taints = re.findall(r"untolerated taint\(?s?\)? ?(\{[^}]*\})", message)
-    if taints or "untolerated taint" in message:
-        shown = ", ".join(sorted(set(taints))) or "the nodes' taints"
+    # A node short of disk, memory or PIDs: its taint is the kubelet's, lifted once the node has room.
+    for condition in dict.fromkeys(c for c in map(pressure.pressure_taint, taints) if c):
+        out.append((condition, message, f"a node is under {condition}: " + pressure.fix_for(condition)))
+    others = [t for t in taints if not pressure.pressure_taint(t)]
+    if others or ("untolerated taint" in message and not taints):
+        shown = ", ".join(sorted(set(others))) or "the nodes' taints"
         out.append(("UntoleratedTaint", message,
                     f"add to {TOLERATIONS} one entry per taint the pods may accept ({shown}), e.g. "
-                    + _toleration_example(shot, taints)))
+                    + _toleration_example(shot, others)))
     if "didn't match Pod's node affinity/selector" in message:
         selector = (pod.get("spec") or {}).get("nodeSelector") or {}
         out.append(("NodeSelectorMismatch", message,
@@ -107,7 +112,7 @@ def _offered(shot: Snapshot) -> dict[str, str]:
 def _toleration_example(shot: Snapshot, shown: list[str]) -> str:
     for node in shot.nodes or []:
         for taint in node["spec"].get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute"):
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not pressure.pressure_taint(taint.get("key", "")):
                 return (f"{{key: {taint['key']}, operator: Equal, value: {taint.get('value', '')}, "
                         f"effect: {taint['effect']}}}")
     return "{key: KEY, operator: Exists, effect: NoSchedule}"

@@ -4,6 +4,7 @@ package holds Trainer's runtime and admission (runtime.py), import (importer.py)
 contract with the nodes (contract.py) and the local plan (plan.py)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from generator.errors import Finding
@@ -20,6 +21,28 @@ RUNTIME_PLURALS = {"TrainingRuntime": "trainingruntimes", "ClusterTrainingRuntim
 
 ENV, ENV_FROM = value("env"), value("envFrom")
 BACKOFF_LIMIT = value("runPolicy.backoffLimit")
+
+
+_NODE_RESOURCES = re.compile(r"node pod\.spec\.containers\[0\]\.resources\.(requests|limits)\.(.+)$")
+
+
+def _values_finding(finding: Finding, merged: dict) -> Finding:
+    """A finding on the rendered node pod's resources, named by the value that made it: the node's
+    resources are the values' `resources` (a GPU limit its `resources.gpus`), with a CPU limit the
+    chart adds from the CPU request where the values set none."""
+    match = _NODE_RESOURCES.search(finding.path)
+    if not match:
+        return finding
+    kind, name = match.groups()
+    if kind == "limits" and name == merged.get("gpuResourceName"):
+        return Finding("resources.gpus", finding.message, finding.value, finding.hint)
+    written = ((merged.get("resources") or {}).get(kind) or {}).get(name)
+    if kind == "limits" and name == "cpu" and written is None:
+        return Finding("resources.limits.cpu", f"(the chart's, from resources.requests.cpu) {finding.message}: "
+                       "Kubernetes refuses the node pods, so the TrainJob would never run", finding.value,
+                       "set resources.limits.cpu to at least resources.requests.cpu; a chart that sets it lower "
+                       "is a bug of the chart's")
+    return Finding(f"resources.{kind}.{name}", finding.message, finding.value, finding.hint)
 
 
 class TrainJob(JobKind):
@@ -55,9 +78,14 @@ class TrainJob(JobKind):
         return importer.to_values(documents, self.target, source=source)
 
     def values_findings(self, objects: list[dict], merged: dict) -> tuple[list[Finding], list[Finding]]:
-        """The chart's own guards refused what v2 cannot express; left: a TrainJob the Kubeflow SDK
-        cannot read, named by the values that made it (the chart's runtimes set no resources, so the
-        node's limits are resources.limits with the chart's additions)."""
+        """The chart's own guards refused what v2 cannot express; left: the node pod as Trainer and
+        Kubernetes judge it (a limit below its request: the pods are refused and the TrainJob never
+        runs), and a TrainJob the Kubeflow SDK cannot read, each named by the values that made it
+        (the chart's runtimes set no resources, so the node's limits are resources.limits with the
+        chart's additions)."""
+        refused = [_values_finding(f, merged) for f in trainer.check(objects)]
+        if refused:
+            return refused, []
         return [], [Finding("resources.limits", f.message, f.value, "set resources.limits.cpu, or on nodes without "
                             "GPUs a CPU request (resources.requests.cpu), which the chart then sets as the TrainJob's "
                             "CPU limit; or drop resources.limits") for f in trainer.sdk_unreadable(objects)]

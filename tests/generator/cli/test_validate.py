@@ -268,3 +268,41 @@ def test_v2_values_with_the_charts_default_limits_get_no_warning(tmp_path):
     """The chart sets the CPU request as the TrainJob's CPU limit beside the default memory limit."""
     path = write(tmp_path, "job: {name: plain}\n")
     assert run("validate", path, "--target", "v2") == (0, f"{path}: valid\n", "")
+
+
+@pytest.mark.parametrize("target, values", [
+    ("v1", "job: {name: demo}\nresources: {requests: {cpu: 2}, limits: {cpu: 1}}\n"),
+    ("v2", "job: {name: demo}\nresources: {requests: {cpu: 2}, limits: {cpu: 1}}\n"),
+    ("v2", "job: {name: demo}\nresources: {requests: {memory: 8Gi}, limits: {memory: 4Gi}}\n"),
+])
+def test_a_limit_below_its_request_is_refused_for_both_kinds_as_kubernetes_refuses_the_pods(tmp_path, target, values):
+    path = tmp_path / "values.yaml"
+    path.write_text(values)
+    code, out, err = run("validate", str(path), "--target", target)
+    resource = "memory" if "memory" in values else "cpu"
+    assert code == 1 and "Traceback" not in err, err
+    assert f"resources.limits.{resource}: is below the" in err and f"raise limits.{resource} or lower requests." in err, err
+
+
+def test_a_chart_that_renders_a_node_limit_below_its_request_never_passes_as_valid(tmp_path, monkeypatch):
+    """validate judges the pods the chart renders, not only the values: a copy of the chart whose
+    TrainJob CPU limit rounds to the nearest CPU (a 1200m request given a limit of 1) is caught."""
+    import shutil
+
+    from generator import paths
+
+    chart = tmp_path / "pytorchjob"
+    shutil.copytree(paths.JOB_CHART, chart)
+    template = chart / "templates" / "trainjob.yaml"
+    text = template.read_text()
+    assert "(ceil $cores | int)" in text
+    template.write_text(text.replace("(ceil $cores | int)", "(round $cores 0 | int)"))
+    monkeypatch.setattr(paths, "JOB_CHART", chart)
+    path = tmp_path / "values.yaml"
+    path.write_text("job: {name: demo}\nresources: {requests: {cpu: 1200m}}\n")
+    code, _, err = run("validate", str(path), "--target", "v2")
+    assert code == 1, err
+    assert ("resources.limits.cpu: (the chart's, from resources.requests.cpu) is below the node request 1200m: "
+            "Kubernetes refuses the node pods, so the TrainJob would never run (got '1')") in err, err
+    monkeypatch.setattr(paths, "JOB_CHART", paths.CHARTS / "pytorchjob")
+    assert run("validate", str(path), "--target", "v2")[0] == 0  # the chart as it is: a limit of 2

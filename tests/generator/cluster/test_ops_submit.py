@@ -94,3 +94,36 @@ def test_a_dry_run_of_a_job_without_a_runtime_of_its_own_is_refused():
     custom = Custom(denied(UNSEEN))
     with pytest.raises(UserError, match="must be created before the TrainJob is created"):
         ops._apply_job(cluster(custom), JOB, True, kinds.TRAINJOB, False, [])
+
+
+class Server(Custom):
+    """The API server as `submit` of a values file for --target v2 meets it: no job yet, the
+    runtime applied, then the TrainJob's answers one per apply."""
+
+    def __init__(self, *answers):
+        super().__init__(*answers)
+        self.applied: list[str] = []
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name, **kwargs):
+        exc = ApiException(status=404, reason="Not Found")
+        exc.body = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound",
+                               "details": {"name": name, "kind": plural}, "message": f'{plural} "{name}" not found'})
+        raise exc
+
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **kwargs):
+        self.applied.append(plural)
+        if plural != "trainjobs":
+            return body
+        return super().patch_namespaced_custom_object()
+
+
+def test_submit_itself_waits_for_the_webhook_to_see_the_runtime_it_just_applied(tmp_path):
+    """Not only its helper: `submit` of a TrainJob with its own runtime asks again while Trainer's
+    webhook has not seen that runtime, and reports the job created."""
+    values = tmp_path / "values.yaml"
+    values.write_text("target: v2\njob:\n  name: mnist\n")
+    server = Server(denied(UNSEEN), denied(UNSEEN), {"metadata": {"name": "mnist", "resourceVersion": "7"}})
+    submitted = ops.submit(cluster(server), str(values), "mnist", None, False, False)
+    assert (submitted.kind, submitted.verdict, submitted.name) == ("TrainJob", "created", "mnist")
+    assert server.applied == ["trainingruntimes", "trainjobs", "trainjobs", "trainjobs"]
+    assert "trainingruntime mnist applied" in submitted.notes

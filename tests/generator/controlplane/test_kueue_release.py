@@ -91,6 +91,13 @@ def test_the_cluster_queue_holds_the_nodes_resources_unless_told(asked, quota):
     assert local_queue["spec"] == {"clusterQueue": "cluster-queue"}
 
 
+def test_the_cluster_queue_admits_jobs_of_every_namespace():
+    """Kueue's ClusterQueue without a namespaceSelector matches no namespace (its documented
+    default): every Workload would wait with "namespace doesn't match ClusterQueue selector"."""
+    cluster_queue = next(o for o in kueue_release.queues({"cpu": "2"}) if o["kind"] == "ClusterQueue")
+    assert "namespaceSelector" in cluster_queue["spec"] and cluster_queue["spec"]["namespaceSelector"] == {}
+
+
 def test_no_queues_when_asked_for_none():
     assert kueue_release.parse_quota("none") is None
 

@@ -86,3 +86,17 @@ def test_node_options_round_trip_through_their_encoding():
 def test_node_options_that_do_not_decode_say_so(text):
     with pytest.raises(ValueError, match="--node"):
         NodeOptions.decode(text)
+
+
+def test_a_state_that_cannot_be_written_leaves_the_last_one_and_no_temp_file(tmp_path):
+    """A full disk while a cluster starts: the state written before stays whole, nothing beside it."""
+    from tests.support.full_disk import full_folder, left
+
+    def first(folder):
+        state.save(folder / "state.json", ClusterState(pid=1, phase="starting"))
+
+    with full_folder(tmp_path, first) as full:
+        with pytest.raises(OSError):
+            state.save(full / "state.json", ClusterState(pid=1, phase="ready", error="x" * 8192))
+        assert left(full) == ["state.json"]
+        assert state.load(full / "state.json").phase == "starting"

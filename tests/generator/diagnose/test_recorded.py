@@ -86,3 +86,19 @@ def test_a_gpu_job_on_a_queue_without_gpu_quota_is_never_admitted():
     assert [(f.severity, f.reason) for f in found] == [("error", "Pending")]
     assert found[0].message.endswith("resource nvidia.com/gpu unavailable in ClusterQueue")
     assert "has no quota for nvidia.com/gpu at all" in found[0].fix and found[0].fix.endswith("set `resources.gpus` to 0")
+
+
+def test_the_shortfall_is_the_request_less_what_the_quota_leaves_unused():
+    """The recording with its figures changed so that quota, usage and request all differ (in both
+    recordings the quota equals the usage, which hides quota and usage swapped): a quota of 4 cpu,
+    2 held by the admitted workload, a job of 3 (2 + 1) lacks 1."""
+    shot = snapshot.load(str(RECORDED / "kueue-quota.yaml"))
+    shot.workload["status"]["resourceRequests"][1]["resources"]["cpu"] = "2"
+    shot.workload["status"]["conditions"][0]["message"] = (
+        "couldn't assign flavors to pod set master: insufficient unused quota for cpu in flavor default-flavor, "
+        "1 more needed")
+    (flavor,) = shot.cluster_queue["spec"]["resourceGroups"][0]["flavors"]
+    next(r for r in flavor["resources"] if r["name"] == "cpu")["nominalQuota"] = "4"
+    (found,) = rules.diagnose(shot)
+    assert found.fix.startswith("ClusterQueue cluster-queue lacks 1 cpu: the job asks for 3 in all, and 1 admitted "
+                                "workload holds 2 of its 4: the job starts"), found.fix

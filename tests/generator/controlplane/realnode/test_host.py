@@ -73,3 +73,26 @@ def test_the_clusters_cgroup_is_made_in_every_hierarchy_and_teardown_kills_and_r
                     sub.rmdir()
             if folder.is_dir():
                 folder.rmdir()
+
+
+def test_teardown_removes_only_its_own_nodes_container_log_links(tmp_path):
+    """/var/log/containers is the machine's: other clusters' and a real kubelet's links live
+    there beside ours (a folder of the test's own stands for it)."""
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.realnode.config import Folders
+
+    ours, theirs = Folders.of(Layout(tmp_path / "ours")), Folders.of(Layout(tmp_path / "ours-too"))
+    links = tmp_path / "containers"
+    links.mkdir()
+    own = links / "job-master-0_default_pytorch-abc.log"
+    own.symlink_to(ours.pod_logs / "default_job-master-0_uid" / "pytorch" / "0.log")
+    other_cluster = links / "job-master-0_default_pytorch-def.log"  # a sibling folder sharing the prefix
+    other_cluster.symlink_to(theirs.pod_logs / "default_job-master-0_uid2" / "pytorch" / "0.log")
+    kubelet = links / "coredns-1_kube-system_coredns-0123.log"  # a real kubelet's
+    kubelet.symlink_to("/var/log/pods/kube-system_coredns-1_uid/coredns/0.log")
+    plain = links / "notes.log"  # not a link at all
+    plain.write_text("kept\n")
+    assert host.container_log_links(ours, links) == [own]
+    assert host.remove_container_log_links(ours, links) == 1
+    assert sorted(p.name for p in links.iterdir()) == sorted([other_cluster.name, kubelet.name, plain.name])
+    assert host.remove_container_log_links(ours, links) == 0  # twice: nothing more
