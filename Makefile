@@ -49,7 +49,7 @@ e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
 # The two builds side by side, each line as it comes (make's --output-sync would hold a recipe's
 # output until it ends: 50 silent minutes on a first run), marked with its build's name; each build
 # says when it starts and how long it took. Unbuffered, so each step's line shows as it starts. The
-# real node's parts too where it can run (as `cluster up` chooses): tests/e2e/test_real_node.py runs on it.
+# node's parts (kubelet, containerd, CoreDNS, the sandbox image) come after the control plane's.
 BUILD_BINARIES ?= PYTHONUNBUFFERED=1 $(PY) -m generator cluster build
 BUILD_IMAGE ?= PYTHONUNBUFFERED=1 $(PY) -m generator image build --steps
 e2e-binaries e2e-image: SHELL := /bin/bash
