@@ -238,8 +238,6 @@ def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster
     cluster's firewall chain, uid 65534 resolved Services and read the operator's metrics."""
     import ipaddress
 
-    if cluster.node_kind != "real":
-        pytest.skip("CoreDNS and the firewall chain are the real node's")
     cidr = json.loads((cluster.dir / "state.json").read_text())["pod_network"]["cidr"]
     dns = str(ipaddress.ip_network(cidr).network_address + 1)
     state = json.loads((cluster.dir / "state.json").read_text())["operator"]
