@@ -69,14 +69,10 @@ def set_version(version: str, root: Path = paths.ROOT) -> None:
 
 
 def build_python() -> Path:
-    """A venv of the build tool's own in the user's cache, made once: the project's venv stays as it is."""
-    venv = paths.cache_dir() / "tools" / BUILD_TOOL.replace("==", "-")
-    python = venv / "bin" / "python"
-    if not (venv / ".complete").is_file():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", BUILD_TOOL], check=True)
-        (venv / ".complete").touch()
-    return python
+    """PyPA's build in a venv of its own in the user's cache: the project's venv stays as it is."""
+    from tests.support import tools
+
+    return tools.venv(BUILD_TOOL) / "python"
 
 
 def python_dist(out: Path, root: Path = paths.ROOT) -> tuple[Path, Path]:
