@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from generator import kinds
 from generator.controlplane import build, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import OperatorRelease
@@ -30,7 +31,7 @@ CONTROLLER = f"{RELEASE}-controller-manager"  # the chart's fullname is the rele
 # since v0.19 (30 minutes, blockAdmission off), is left as the chart has it: a job whose pods are not
 # all Ready within 30 minutes of admission (an image pull that long, a Worker waiting for its Master)
 # is evicted and queued again.
-FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
+FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", *(k.kueue_integration for k in kinds.ALL)]
 FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, QUEUE_NAMESPACE = "default-flavor", "cluster-queue", "default", "default"
 API = "kueue.x-k8s.io/v1beta2"
 QUOTA_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")

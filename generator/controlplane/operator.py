@@ -101,14 +101,14 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
 def webhook_answers(layout: Layout) -> bool:
     from kubernetes import client
 
-    from generator.kinds.pytorchjob import admission
+    from generator.kinds import PYTORCHJOB as kind
 
-    job = {"apiVersion": admission.API_VERSION, "kind": admission.KIND, "metadata": {"name": "webhook-probe"},
+    job = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": "webhook-probe"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
-               "containers": [{"name": admission.CONTAINER, "image": "busybox"}]}}}}}}
+               "containers": [{"name": kind.container, "image": "busybox"}]}}}}}}
     try:
         client.CustomObjectsApi(admin_client(layout)).create_namespaced_custom_object(
-            admission.GROUP, admission.VERSION, "default", "pytorchjobs", job, dry_run="All")
+            kind.group, kind.version, "default", kind.plural, job, dry_run="All")
     except client.ApiException as exc:
         return "admission webhook" in (exc.body or "") and "denied" in (exc.body or "")
     return False

@@ -143,9 +143,11 @@ def webhooks_answer(api) -> bool:
     dry-run JobSet with a bad failure policy by JobSet's: each answers only once it is reached."""
     from kubernetes import client
 
+    from generator.kinds import TRAINJOB as job
+
     custom = client.CustomObjectsApi(api)
-    probes = [("trainer.kubeflow.org", "v1alpha1", "trainjobs", {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "webhook-probe"},
+    probes = [(job.group, job.version, job.plural, {
+        "apiVersion": job.api_version, "kind": job.kind, "metadata": {"name": "webhook-probe"},
         "spec": {"runtimeRef": {"name": "no-such-runtime-webhook-probe"}}}),
               ("jobset.x-k8s.io", "v1alpha2", "jobsets", {
                   "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "webhook-probe"},

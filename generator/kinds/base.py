@@ -45,6 +45,8 @@ class JobKind(ABC):
     target: ClassVar[str]  # the chart's `target` that renders this kind (v1, v2)
     # Objects of other kinds a job of this kind is applied with, as kind -> plural (Trainer's runtimes).
     companion_plurals: ClassVar[dict[str, str]] = {}
+    # Whether its progress is in the job's status (Trainer's status server), not read off a pod's log.
+    progress_in_status: ClassVar[bool] = False
 
     @property
     def api_version(self) -> str:

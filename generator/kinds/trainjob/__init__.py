@@ -65,6 +65,7 @@ class TrainJob(JobKind):
     gang_opt_out = "drop `podGroupPolicy` from the job's TrainingRuntime"
     target = "v2"
     restarts_exhausted = ("backoff", "restarts")
+    progress_in_status = True
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:
         return trainer.check(objects)
