@@ -117,10 +117,11 @@ def _operator_values(values_file: str | None) -> dict | None:
         return None
     if not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
+    from generator.controlplane import operator
     from generator.job import validation, values_io
 
     values = values_io.load_mapping(values_file)
-    findings = validation.check_operator_values(values, "training-operator").findings
+    findings = validation.check_operator_values(values, operator.RELEASE).findings
     if findings:
         raise UserError(findings, source=values_file)
     return values
