@@ -115,15 +115,14 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
     webhooks' `failurePolicy: Fail` refuses every PyTorchJob and TrainJob, and discovery fails."""
     from kubernetes import client
 
-    from generator.controlplane.operator import admin_client
+    from generator.controlplane.operator import admin_client, holds
 
     end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     api = admin_client(layout)
     apps = client.AppsV1Api(api)
 
     def available() -> bool:
-        status = apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE).status
-        return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
+        return holds(apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE), "Available")
 
     processes.wait_until(available, processes.left(end), f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
                          "the kubelet and Ready)", kubelet, interval=0.5)
@@ -153,11 +152,13 @@ def webhooks_answer(api) -> bool:
 def _visibility_served(api) -> bool:
     from kubernetes import client
 
+    from generator.controlplane.operator import holds
+
     try:
         service = client.ApiregistrationV1Api(api).read_api_service("v1beta2.visibility.kueue.x-k8s.io")
     except client.ApiException:
         return False
-    return any(c.type == "Available" and c.status == "True" for c in service.status.conditions or [])
+    return holds(service, "Available")
 
 
 def quota_for(node: dict, asked: dict[str, str]) -> dict[str, str]:

@@ -261,7 +261,7 @@ def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
         return []
     return [{"release": r.release, "namespace": pod.metadata.namespace, "name": pod.metadata.name,
              "phase": pod.status.phase,
-             "ready": any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])}
+             "ready": operator.holds(pod, "Ready")}
             for r, pods in listed for pod in sorted(pods, key=lambda p: p.metadata.name)]
 
 
