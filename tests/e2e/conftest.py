@@ -95,13 +95,14 @@ class LocalCluster:
                 return ""
             raise
 
-    def wait_phase(self, pod: str, namespace: str, phases: tuple[str, ...], within: float, what: str = ""):
+    def wait_phase(self, pod: str, namespace: str, phases: tuple[str, ...], within: float, what: str = "",
+                   interval: float = 0.5):
         """The pod once its phase is one of `phases` (Running; Succeeded, Failed: ended)."""
         from tests.support.waiting import wait_for
 
         core = self.core()
         return wait_for(lambda: (p := core.read_namespaced_pod(pod, namespace)).status.phase in phases and p, within,
-                        what or f"pod {namespace}/{pod} to be {' or '.join(phases)}")
+                        what or f"pod {namespace}/{pod} to be {' or '.join(phases)}", interval)
 
     def claim_folder(self, claim: str, namespace: str = "default") -> Path:
         """Where a bound claim's files are on this machine: its volume's folder, whatever path the
