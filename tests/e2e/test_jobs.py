@@ -18,6 +18,7 @@ import pytest
 
 from generator import kinds
 from generator.controlplane import network, operator, trainer_release
+from generator.kinds.trainjob import runtime
 from tests.e2e.conftest import ENDED, container_pid, kill_container, trainer_image
 from tests.support import ROOT, procfs
 from tests.support.waiting import wait_for
@@ -261,6 +262,9 @@ def test_a_killed_trainjob_node_ends_as_generator_run_ends_it(cluster, tmp_path)
 
         wait_for(lambda: node("0") and "epoch 1 step" in cluster.log(node("0").metadata.name, NS, "node"), 180,
                  "node 0 to train")
+        # Trainer's torch plugin chose the port that `generator run --container` gives the nodes (runtime.MASTER_PORT).
+        (main,) = [c for c in node("0").spec.containers if c.name == kinds.TRAINJOB.container]
+        assert {e.name: e.value for e in main.env}["PET_MASTER_PORT"] == str(runtime.MASTER_PORT)
         kill(cluster, node("1"))
         outcome = wait_for(lambda: job_state(cluster, name) in ("Complete", "Failed") and job_state(cluster, name),
                            400, f"{name} to finish")
