@@ -13,6 +13,11 @@ DEFAULT_MIRRORS = [
     "http://yann.lecun.com/exdb/mnist/",
 ]
 
+# Where rank 0 writes without OUTPUT_DIR: the image's own folder (trainer/Dockerfile makes it, uid
+# 1000's), which the chart's output.mountPath mounts over by default. The generator reads both from here.
+OUTPUT_ENV = "OUTPUT_DIR"
+DEFAULT_OUTPUT_DIR = "/opt/pytorch/output"
+
 
 def _opt(default, help: str, **extra):
     """A field with its command-line help: choices, positive, env, flag, dest and repeat as options."""
@@ -31,8 +36,8 @@ class Config:
                         choices=["mnist", "digits", "synthetic"])
     data_dir: str = _opt("", "where MNIST's IDX files are (default: <output-dir>/data)")
     mirrors: list[str] = _opt(DEFAULT_MIRRORS, "MNIST download mirror, tried in order (repeatable)", flag="--mirror")
-    output_dir: str = _opt("/opt/pytorch/output", "where rank 0 writes mnist_cnn.pt, metrics.json and checkpoints/",
-                           env="OUTPUT_DIR")
+    output_dir: str = _opt(DEFAULT_OUTPUT_DIR, "where rank 0 writes mnist_cnn.pt, metrics.json and checkpoints/",
+                           env=OUTPUT_ENV)
     epochs: int = _opt(10, "passes over the training set", positive=True)
     batch_size: int = _opt(64, "samples per step on each rank", positive=True)
     optimizer: str = _opt("adam", "adam (default recipe) or sgd (the Kubeflow example's: lr 0.01, momentum 0.5)",

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import click
 
+from generator import kinds
 from generator.cli.common import emit, fail_if, output_option, release_option, target_option
 from generator.errors import UserError
-from generator.kinds.pytorchjob.admission import RESTART_POLICIES
+
+# Every kind's policies, offered in the order the kinds list them; each target takes its kind's own.
+RESTART_POLICIES = tuple(dict.fromkeys(p for k in kinds.ALL for p in k.restart_policies))
 
 
 @click.command("values")
@@ -30,7 +33,9 @@ from generator.kinds.pytorchjob.admission import RESTART_POLICIES
 @click.option("--queue", help="Kueue LocalQueue.")
 @click.option("--priority-class", help="PriorityClass of the pods.")
 @click.option("--elastic", metavar="MIN:MAX", help="Elastic Workers between MIN and MAX.")
-@click.option("--restart-policy", type=click.Choice(RESTART_POLICIES))
+@click.option("--restart-policy", type=click.Choice(RESTART_POLICIES),
+              help="The pods' restartPolicy: " + "; ".join(f"--target {k.target} ({k.kind}): {', '.join(k.restart_policies)}"
+                                                            for k in kinds.ALL) + ".")
 @click.option("--backoff-limit", type=click.IntRange(min=0), help="Restarts before the job fails.")
 @click.option("--ttl", type=click.IntRange(min=0), help="Seconds to keep the job after it ends.")
 @click.option("--deadline", type=click.IntRange(min=1), help="Seconds the job may run.")
@@ -41,7 +46,6 @@ from generator.kinds.pytorchjob.admission import RESTART_POLICIES
 @output_option
 def command(base, sets, release, output, **flags) -> None:
     """Write values for charts/pytorchjob from a short job description."""
-    from generator import kinds
     from generator.job import describe, validation, values_io
 
     base_values = values_io.load_mapping(base) if base else {}
@@ -49,6 +53,7 @@ def command(base, sets, release, output, **flags) -> None:
     description = describe.Description(sets=[_parse_set(s) for s in sets], **flags)
     values = describe.build(description, kinds.for_values, base_values)
     kind = kinds.for_values(values)
+    _check_restart_policy(flags.get("restart_policy"), kind)
     checked = validation.check_values(values, kind, release)
     fail_if(checked.findings, f"{base} with the flags" if base else "values")
     emit(values_io.dump(values), output)
@@ -57,6 +62,15 @@ def command(base, sets, release, output, **flags) -> None:
         click.echo(said, err=True)
     for warning in checked.warnings:  # valid all the same, as `validate` says
         click.echo(f"warning: {warning.render()}", err=True)
+
+
+def _check_restart_policy(policy: str | None, kind) -> None:
+    if policy is None or policy in kind.restart_policies:
+        return
+    takers = [f"--target {k.target}" for k in kinds.ALL if policy in k.restart_policies]
+    raise click.BadParameter(f"{policy!r} is not a policy {kind.kind}s take (--target {kind.target}): use "
+                             f"{' or '.join(kind.restart_policies)}, or {' or '.join(takers)} for {policy}",
+                             param_hint="'--restart-policy'")
 
 
 def _parse_set(expression: str) -> dict:

@@ -87,7 +87,7 @@ def read(c, kind, job: dict) -> dict | None:
     """The job's progress; None when it has reported none (yet). A log that cannot be read (the pod
     Pending, or gone) is no progress, not an error: status and wait still answer. A finished
     PyTorchJob's log says no more than its state does (its last line is at most 99 %)."""
-    if kind.kind == "TrainJob":
+    if kind.progress_in_status:
         return of_trainjob(job)
     from kubernetes.client.exceptions import ApiException
 

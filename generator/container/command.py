@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.container.env import expand
+from trainer.config import DEFAULT_OUTPUT_DIR as IMAGE_OUTPUT
+from trainer.config import OUTPUT_ENV
 
-ENTRYPOINT = ("python", "-m", "trainer")  # the trainer image's ENTRYPOINT
-IMAGE_OUTPUT = "/opt/pytorch/output"  # where it writes without OUTPUT_DIR (trainer/config.py's default)
+ENTRYPOINT = ("python", "-m", "trainer")  # the trainer image's ENTRYPOINT (trainer/Dockerfile's; a test holds them equal)
 # A pod's shared-memory mount: on this machine the process has the machine's own, so it is no folder to map.
 SHM = "/dev/shm"
 
@@ -84,12 +85,12 @@ def own_output(env: dict[str, str], mounts: dict[str, Path], own: Path) -> None:
     starts it (`python -m trainer`, torchrun). Unset, it becomes the volume mounted there, else a
     folder of the pod's own; a path on the container's own disk (OUTPUT_DIR where no volume is)
     becomes that folder too: never a path of this machine outside the run."""
-    output = env.get("OUTPUT_DIR")
+    output = env.get(OUTPUT_ENV)
     if output is None:
         mapped = map_path(IMAGE_OUTPUT, mounts)
-        env["OUTPUT_DIR"] = mapped if mapped != IMAGE_OUTPUT else str(own)
+        env[OUTPUT_ENV] = mapped if mapped != IMAGE_OUTPUT else str(own)
     elif output.startswith("/") and not any(output.startswith(str(f)) for f in mounts.values()):
-        env["OUTPUT_DIR"] = str(own)
+        env[OUTPUT_ENV] = str(own)
 
 
 @dataclass(frozen=True)

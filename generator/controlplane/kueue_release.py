@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from generator import kinds
 from generator.controlplane import build, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import OperatorRelease
@@ -30,7 +31,7 @@ CONTROLLER = f"{RELEASE}-controller-manager"  # the chart's fullname is the rele
 # since v0.19 (30 minutes, blockAdmission off), is left as the chart has it: a job whose pods are not
 # all Ready within 30 minutes of admission (an image pull that long, a Worker waiting for its Master)
 # is evicted and queued again.
-FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "trainer.kubeflow.org/trainjob"]
+FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", *(k.kueue_integration for k in kinds.ALL)]
 FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, QUEUE_NAMESPACE = "default-flavor", "cluster-queue", "default", "default"
 API = "kueue.x-k8s.io/v1beta2"
 QUOTA_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -114,15 +115,14 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
     webhooks' `failurePolicy: Fail` refuses every PyTorchJob and TrainJob, and discovery fails."""
     from kubernetes import client
 
-    from generator.controlplane.operator import admin_client
+    from generator.controlplane.operator import admin_client, holds
 
     end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     api = admin_client(layout)
     apps = client.AppsV1Api(api)
 
     def available() -> bool:
-        status = apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE).status
-        return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
+        return holds(apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE), "Available")
 
     processes.wait_until(available, processes.left(end), f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
                          "the kubelet and Ready)", kubelet, interval=0.5)
@@ -152,11 +152,13 @@ def webhooks_answer(api) -> bool:
 def _visibility_served(api) -> bool:
     from kubernetes import client
 
+    from generator.controlplane.operator import holds
+
     try:
         service = client.ApiregistrationV1Api(api).read_api_service("v1beta2.visibility.kueue.x-k8s.io")
     except client.ApiException:
         return False
-    return any(c.type == "Available" and c.status == "True" for c in service.status.conditions or [])
+    return holds(service, "Available")
 
 
 def quota_for(node: dict, asked: dict[str, str]) -> dict[str, str]:

@@ -117,10 +117,11 @@ def _operator_values(values_file: str | None) -> dict | None:
         return None
     if not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
+    from generator.controlplane import operator
     from generator.job import validation, values_io
 
     values = values_io.load_mapping(values_file)
-    findings = validation.check_operator_values(values, "training-operator").findings
+    findings = validation.check_operator_values(values, operator.RELEASE).findings
     if findings:
         raise UserError(findings, source=values_file)
     return values
@@ -260,7 +261,7 @@ def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
         return []
     return [{"release": r.release, "namespace": pod.metadata.namespace, "name": pod.metadata.name,
              "phase": pod.status.phase,
-             "ready": any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])}
+             "ready": operator.holds(pod, "Ready")}
             for r, pods in listed for pod in sorted(pods, key=lambda p: p.metadata.name)]
 
 

@@ -22,6 +22,12 @@ def admin_client(layout: Layout):
     return client.ApiClient(configuration)
 
 
+def holds(obj, condition: str) -> bool:
+    """Whether an object the API returned (a Node, Pod, Deployment, APIService) has `condition` True:
+    the one reading of Ready and Available every wait and report here uses."""
+    return any(c.type == condition and c.status == "True" for c in (obj.status.conditions or []))
+
+
 def render(values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict]:
     """What `helm install` creates: the rendered objects without `helm test` hooks."""
     return [o for o in helm.render_objects(paths.OPERATOR_CHART, values, release, namespace)
@@ -88,8 +94,7 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
     apps = client.AppsV1Api(admin_client(layout))
 
     def available() -> bool:
-        status = apps.read_namespaced_deployment_status(installed.deployment, installed.namespace).status
-        return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
+        return holds(apps.read_namespaced_deployment_status(installed.deployment, installed.namespace), "Available")
 
     processes.wait_until(available, processes.left(end), f"deployment {installed.namespace}/{installed.deployment} to be available "
                          "(its pod run by the kubelet and Ready)", kubelet, interval=1.0)
@@ -101,14 +106,14 @@ def wait_ready(layout: Layout, installed: OperatorRelease, kubelet: processes.Ch
 def webhook_answers(layout: Layout) -> bool:
     from kubernetes import client
 
-    from generator.kinds.pytorchjob import admission
+    from generator.kinds import PYTORCHJOB as kind
 
-    job = {"apiVersion": admission.API_VERSION, "kind": admission.KIND, "metadata": {"name": "webhook-probe"},
+    job = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": "webhook-probe"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
-               "containers": [{"name": admission.CONTAINER, "image": "busybox"}]}}}}}}
+               "containers": [{"name": kind.container, "image": "busybox"}]}}}}}}
     try:
         client.CustomObjectsApi(admin_client(layout)).create_namespaced_custom_object(
-            admission.GROUP, admission.VERSION, "default", "pytorchjobs", job, dry_run="All")
+            kind.group, kind.version, "default", kind.plural, job, dry_run="All")
     except client.ApiException as exc:
         return "admission webhook" in (exc.body or "") and "denied" in (exc.body or "")
     return False

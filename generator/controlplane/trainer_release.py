@@ -121,15 +121,14 @@ def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -
     serving certificate) and the API server reaching Trainer's webhooks and JobSet's."""
     from kubernetes import client
 
-    from generator.controlplane.operator import admin_client
+    from generator.controlplane.operator import admin_client, holds
 
     end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
     api = admin_client(layout)
     apps = client.AppsV1Api(api)
 
     def available(name: str) -> bool:
-        status = apps.read_namespaced_deployment_status(name, NAMESPACE).status
-        return any(c.type == "Available" and c.status == "True" for c in status.conditions or [])
+        return holds(apps.read_namespaced_deployment_status(name, NAMESPACE), "Available")
 
     for name in (JOBSET_CONTROLLER, CONTROLLER):
         processes.wait_until(lambda name=name: available(name), processes.left(end), f"deployment {NAMESPACE}/{name} to be "
@@ -143,9 +142,11 @@ def webhooks_answer(api) -> bool:
     dry-run JobSet with a bad failure policy by JobSet's: each answers only once it is reached."""
     from kubernetes import client
 
+    from generator.kinds import TRAINJOB as job
+
     custom = client.CustomObjectsApi(api)
-    probes = [("trainer.kubeflow.org", "v1alpha1", "trainjobs", {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "webhook-probe"},
+    probes = [(job.group, job.version, job.plural, {
+        "apiVersion": job.api_version, "kind": job.kind, "metadata": {"name": "webhook-probe"},
         "spec": {"runtimeRef": {"name": "no-such-runtime-webhook-probe"}}}),
               ("jobset.x-k8s.io", "v1alpha2", "jobsets", {
                   "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "webhook-probe"},

@@ -46,7 +46,8 @@ def convert_job(job: dict, source: str, reader=None) -> Conversion:
     values.update(target=kinds.TRAINJOB.target, command=v2_command)
     values.setdefault("topology", {})["nprocPerNode"] = nproc if nproc.isdigit() else ("1" if how == launch.HANDED_TO_TORCHRUN
                                                                                         else "")
-    values["restartPolicy"] = "Never" if policy == "Never" else "OnFailure"
+    # A Job's pods take only some of v1's policies; the rest become JobSet's default (meaning.restarts says what changes).
+    values["restartPolicy"] = policy if policy in runtime.RESTART_POLICIES else runtime.DEFAULT_RESTART_POLICY
     rp = values.setdefault("runPolicy", {})
     rp.update(cleanPodPolicy="", schedulingPolicy={"queue": "", "priorityClass": "", "minAvailable": None})
     rp["backoffLimit"] = run_policy.get("backoffLimit") if retries else 0

@@ -43,8 +43,11 @@ class JobKind(ABC):
     gang_opt_out: ClassVar[str]  # how to run it without gang scheduling
     restarts_exhausted: ClassVar[tuple[str, ...]]  # words of a failure condition that say the restarts ran out
     target: ClassVar[str]  # the chart's `target` that renders this kind (v1, v2)
+    restart_policies: ClassVar[tuple[str, ...]]  # the pods' restartPolicy values its controller takes
     # Objects of other kinds a job of this kind is applied with, as kind -> plural (Trainer's runtimes).
     companion_plurals: ClassVar[dict[str, str]] = {}
+    # Whether its progress is in the job's status (Trainer's status server), not read off a pod's log.
+    progress_in_status: ClassVar[bool] = False
 
     @property
     def api_version(self) -> str:

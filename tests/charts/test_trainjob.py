@@ -116,3 +116,19 @@ def test_the_cpu_limit_a_node_gets_is_never_below_its_cpu_request(millicores, fo
     limit = trainer["resourcesPerNode"]["limits"]["cpu"]
     assert quantity.parse(limit) >= quantity.parse(request), (request, limit)
     assert quantity.parse(limit) == max(1, -(-millicores // 1000))  # whole CPUs, rounded up
+
+
+def test_the_chart_takes_for_v2_exactly_the_restart_policies_the_trainjob_kind_owns():
+    """The chart's guard is written in its template; `values --target v2`, `validate` and `run`
+    take the kind's list (kinds/trainjob/runtime.py). Each of v1's policies is rendered or refused
+    as the kind says, so neither side can change alone."""
+    from generator import kinds
+
+    for policy in kinds.PYTORCHJOB.restart_policies:
+        if policy in kinds.TRAINJOB.restart_policies:
+            pod = render({"restartPolicy": policy})["TrainingRuntime"]["spec"]["template"]["spec"]["replicatedJobs"][0]
+            assert pod["template"]["spec"]["template"]["spec"]["restartPolicy"] == policy
+        else:
+            with pytest.raises(UserError) as refused:
+                render({"restartPolicy": policy})
+            assert refused.value.findings[0].path == "restartPolicy", policy

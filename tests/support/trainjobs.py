@@ -2,15 +2,18 @@
 shapes Trainer's CRDs (../shared/reference/trainer-v2.3.0) define, each test giving what it is about."""
 from __future__ import annotations
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
+from generator import kinds
+from generator.kinds.trainjob import runtime
+
+API_VERSION = kinds.TRAINJOB.api_version  # the kind's, which tests/generator/kinds holds to Trainer's CRD
 IMAGE = "ghcr.io/pytorchjob-kit/trainer:0.1.0"
 
 
 def trainjob(name: str, trainer: dict, runtime_ref: dict | None = None, metadata: dict | None = None, **spec) -> dict:
     """`spec.trainer` as given; runtimeRef upstream's torch-distributed unless given; other spec
     fields (suspend, activeDeadlineSeconds, ...) as keywords."""
-    return {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": {"name": name, **(metadata or {})},
-            "spec": {"runtimeRef": runtime_ref or {"name": "torch-distributed"}, "trainer": trainer, **spec}}
+    return {"apiVersion": API_VERSION, "kind": kinds.TRAINJOB.kind, "metadata": {"name": name, **(metadata or {})},
+            "spec": {"runtimeRef": runtime_ref or {"name": runtime.DEFAULT_RUNTIME}, "trainer": trainer, **spec}}
 
 
 def training_runtime(name: str, pod_spec: dict | None = None, job_spec: dict | None = None,

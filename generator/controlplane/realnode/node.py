@@ -162,5 +162,4 @@ def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:
 
 def ready(core, name: str) -> bool:
     """Whether the Node's Ready condition is True."""
-    conditions = core.read_node_status(name).status.conditions or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return operator.holds(core.read_node_status(name), "Ready")

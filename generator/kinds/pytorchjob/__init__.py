@@ -42,6 +42,7 @@ class PyTorchJob(JobKind):
     pod_group_maker = "the operator"
     gang_opt_out = f"run the operator chart with {setting('gangScheduling.enabled', 'false', OPERATOR_CHART)}"
     target = "v1"
+    restart_policies = admission.RESTART_POLICIES
     restarts_exhausted = ("backoff",)
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:

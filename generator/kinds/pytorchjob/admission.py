@@ -46,8 +46,8 @@ def check_pytorchjob(job: object) -> list[Finding]:
     out: list[Finding] = []
     if job.get("apiVersion") != API_VERSION:
         out.append(Finding("apiVersion", f"must be {API_VERSION}", job.get("apiVersion"), f"set apiVersion: {API_VERSION}"))
-    if job.get("kind") != "PyTorchJob":
-        out.append(Finding("kind", "must be PyTorchJob", job.get("kind"), "set kind: PyTorchJob"))
+    if job.get("kind") != KIND:
+        out.append(Finding("kind", f"must be {KIND}", job.get("kind"), f"set kind: {KIND}"))
         return out
     spec = job.get("spec")
     if not isinstance(spec, dict):

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 from generator.local.policy import Policy
 
+# The port the operator gives the `pytorch` container (and MASTER_PORT) unless the container names
+# one so; the chart's `port` defaults to it (tests/generator/kinds/pytorchjob/test_contract.py holds them equal).
+MASTER_PORT, PORT_NAME = 23456, "pytorchjob-port"
 SAME_FAILURES = 5  # without a backoffLimit, this many identical failures in a row stop the job
 # The launch contract, shown by `run --dry-run` for each replica.
 CONTRACT_ENV = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE",

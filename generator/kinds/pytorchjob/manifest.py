@@ -14,7 +14,7 @@ def pick(documents: list, source: str) -> dict:
     if not jobs:
         kinds = [d.get("kind") if isinstance(d, dict) else type(d).__name__ for d in documents]
         raise UserError([Finding("kind", "no PyTorchJob in the file", kinds,
-                                 hint="give a kubeflow.org/v1 PyTorchJob manifest")], source=source)
+                                 hint=f"give a {admission.API_VERSION} {admission.KIND} manifest")], source=source)
     if len(jobs) > 1:
         raise UserError([Finding("", f"holds {len(jobs)} PyTorchJobs", [j.get("metadata", {}).get("name") for j in jobs],
                                  hint="split the file: one job per file")], source=source)

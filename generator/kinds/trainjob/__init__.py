@@ -64,7 +64,9 @@ class TrainJob(JobKind):
     pod_group_maker = "Trainer's controller"
     gang_opt_out = "drop `podGroupPolicy` from the job's TrainingRuntime"
     target = "v2"
+    restart_policies = trainer.RESTART_POLICIES
     restarts_exhausted = ("backoff", "restarts")
+    progress_in_status = True
 
     def check(self, objects: list[dict], source: str) -> list[Finding]:
         return trainer.check(objects)

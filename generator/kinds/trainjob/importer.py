@@ -10,7 +10,7 @@ from generator import helm, paths
 from generator.errors import Finding, UserError
 from generator.job import defaults
 from generator.job.imports import CHART_LABELS, diff, metadata, pinned_image
-from generator.kinds.trainjob.runtime import CONTAINER, KIND
+from generator.kinds.trainjob.runtime import CONTAINER, DEFAULT_RESTART_POLICY, KIND
 
 DEFAULT_LAUNCH = ["torchrun", "--module", "trainer"]
 NODE_OWNED = {"name", "image", "imagePullPolicy", "securityContext", "volumeMounts", "envFrom"}
@@ -93,7 +93,7 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
         # The chart pairs it with the node Job's backoffLimit 0; compare() refuses a runtime without it.
         d["runPolicy"]["backoffLimit"] = jobset["failurePolicy"]["maxRestarts"]
     d["runPolicy"]["ttlSecondsAfterFinished"] = jobset.get("ttlSecondsAfterFinished")
-    d["restartPolicy"] = pod.get("restartPolicy", "OnFailure")
+    d["restartPolicy"] = pod.get("restartPolicy", DEFAULT_RESTART_POLICY)
     d["image"]["pullPolicy"] = node.get("imagePullPolicy", "")
     d["image"]["pullSecrets"] = [s["name"] for s in pod.get("imagePullSecrets") or []]
     d["securityContext"] = node.get("securityContext")

@@ -24,6 +24,9 @@ CONTAINER = "node"  # the trainer container in it
 # replicated job that carries this label; one without it runs as the runtime wrote it.
 ANCESTOR_LABEL, ANCESTOR_TRAINER = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer"
 MASTER_PORT = 29500
+# A batch Job's pods (JobSet's node Job) take only these; JobSet's default is the first.
+RESTART_POLICIES = ("OnFailure", "Never")
+DEFAULT_RESTART_POLICY = RESTART_POLICIES[0]
 JOB_BACKOFF_LIMIT = 6  # a batch/v1 Job's default, which the node Job keeps unless its template sets one
 
 
@@ -226,12 +229,12 @@ def _node_pod(runtime: dict, trainer: dict, out: list[Finding]) -> tuple[dict | 
         main["env"] = list(env.values())
     # The node first, as the pod's first container, sidecars after it.
     spec["containers"] = [main] + [c for c in containers if c is not main]
-    spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for its Jobs' pods
+    spec.setdefault("restartPolicy", DEFAULT_RESTART_POLICY)
     for finding in check_pod(pod, f"{where} node pod", REPLICATED_JOB, CONTAINER):
         out.append(finding)
-    if spec["restartPolicy"] not in ("OnFailure", "Never"):
+    if spec["restartPolicy"] not in RESTART_POLICIES:
         out.append(Finding(f"{where} node pod restartPolicy", "is not a Job pod's policy", spec["restartPolicy"],
-                           "use OnFailure or Never"))
+                           f"use {' or '.join(RESTART_POLICIES)}"))
     backoff = job_spec.get("backoffLimit", JOB_BACKOFF_LIMIT)
     restarts = (jobset.get("failurePolicy") or {}).get("maxRestarts", 0)
     return pod, backoff, restarts

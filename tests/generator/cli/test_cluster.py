@@ -395,3 +395,16 @@ def test_build_builds_the_control_plane_and_the_node(tmp_path, monkeypatch):
     assert "up to date: etcd in" in out and "up to date: kubelet in" in out
     code, out, err = run("cluster", "build", "--node", "process")
     assert code == 2 and out == "" and "the local cluster has one kind of node" in " ".join(err.split())
+
+
+def test_up_names_the_releases_it_installs_as_it_installs_them():
+    """The help is written by hand; the release names and namespaces are the installers' (a renamed
+    release would leave `helm list` and the help disagreeing)."""
+    from generator.cli.cluster import up
+    from generator.controlplane import kueue_release, operator, trainer_release
+
+    said = " ".join(p.help or "" for p in up.params)  # as written: `--help` wraps lines at hyphens
+    assert f"as the Helm release {operator.RELEASE};" in said
+    assert f"release {trainer_release.RELEASE} in {trainer_release.NAMESPACE}" in said
+    assert f"release {kueue_release.RELEASE} in {kueue_release.NAMESPACE}" in said
+    assert f"the LocalQueue `{kueue_release.LOCAL_QUEUE}` in namespace {kueue_release.QUEUE_NAMESPACE}" in said

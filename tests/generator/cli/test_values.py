@@ -188,3 +188,24 @@ def test_v2_summary_says_the_cpu_limit_the_chart_adds_for_the_kubeflow_sdk_and_w
     assert "per node, the CPU request in whole CPUs" not in summary  # the user's own
     _, summary = values_of("--target", "v2", "--set", "resources.requests.cpu=null")
     assert "per node, the CPU request in whole CPUs" not in summary and "warning: resources.limits: name no device the Kubeflow SDK" in summary
+
+
+@pytest.mark.parametrize("policy", ["Always", "ExitCode"])
+def test_a_restart_policy_the_targets_kind_does_not_take_is_refused_naming_the_flag_and_the_fix(policy):
+    code, out, err = run("values", "--target", "v2", "--restart-policy", policy)
+    assert code == 2 and out == ""
+    assert (f"Invalid value for '--restart-policy': '{policy}' is not a policy TrainJobs take (--target v2): use "
+            f"OnFailure or Never, or --target v1 for {policy}") in err
+    assert "Traceback" not in err
+
+
+def test_each_target_takes_its_kinds_restart_policies_and_the_help_says_which():
+    from generator import kinds
+
+    for kind in kinds.ALL:
+        for policy in kind.restart_policies:
+            assert values_of("--target", kind.target, "--restart-policy", policy)[0]["restartPolicy"] == policy
+    code, out, _ = run("values", "--help")
+    said = " ".join(out.split())
+    assert code == 0 and "--target v2 (TrainJob): OnFailure, Never" in said
+    assert "--target v1 (PyTorchJob): Always, OnFailure, Never, ExitCode" in said

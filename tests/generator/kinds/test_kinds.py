@@ -143,3 +143,26 @@ def test_only_a_trainjobs_own_runtime_goes_with_it():
     assert kinds.TRAINJOB.own_companions(shared) == []
     assert kinds.TRAINJOB.runtime_ref(shared) == ("clustertrainingruntimes", "torch-distributed", False)
     assert kinds.PYTORCHJOB.runtime_ref(own) is None
+
+
+def _crds() -> dict[str, dict]:
+    """The CRDs a cluster gets for each kind: the operator chart's, and Trainer v2.3's (../shared/reference)."""
+    from tests.support import kube
+
+    out = {"PyTorchJob": kube.crd()}
+    trainjob = kube.trainer_crd("TrainJob")
+    if trainjob is None:
+        pytest.skip("needs ../shared/reference/trainer-v2.3.0 beside the clone")
+    out["TrainJob"] = trainjob
+    return out
+
+
+@pytest.mark.parametrize("kind", kinds.ALL, ids=lambda k: k.kind)
+def test_each_kinds_api_coordinates_are_those_of_its_crd(kind):
+    """Every caller (the releases' webhook probes, the client, Kueue's integrations) takes group,
+    version and plural from the kind; they are right only while they are its CRD's."""
+    crd = _crds()[kind.kind]
+    served = [v["name"] for v in crd["spec"]["versions"] if v.get("served") and v.get("storage")]
+    assert (crd["spec"]["group"], served, crd["spec"]["names"]["plural"], crd["spec"]["names"]["kind"]) == (
+        kind.group, [kind.version], kind.plural, kind.kind)
+    assert kind.kueue_integration == f"{kind.group}/{kind.kind.lower()}"  # Kueue's name for the integration

@@ -36,3 +36,19 @@ def test_the_node_copies_the_registry_client_into_its_own_folder_readable_by_roo
 def test_a_registry_that_is_not_running_is_named_with_how_to_start_it(tmp_path):
     with pytest.raises(UserError, match=r"the registry in .* is not running.*`python -m generator image registry up`"):
         node.mirror(Registry(tmp_path / "registry"))
+
+
+def test_ready_and_available_read_only_a_true_condition_of_that_type():
+    """The Node's Ready (and a pod's, a Deployment's Available) as the API server writes it: the
+    condition of that type with status "True"; Unknown (a lost kubelet), False or none is not."""
+    from kubernetes.client import V1Node, V1NodeCondition, V1NodeStatus
+
+    from generator.controlplane import operator
+
+    def node(*conditions: tuple[str, str]) -> V1Node:
+        return V1Node(status=V1NodeStatus(conditions=[V1NodeCondition(type=t, status=s) for t, s in conditions]))
+
+    assert operator.holds(node(("MemoryPressure", "False"), ("Ready", "True")), "Ready")
+    assert not operator.holds(node(("Ready", "Unknown")), "Ready")
+    assert not operator.holds(node(("Ready", "False"), ("DiskPressure", "True")), "Ready")
+    assert not operator.holds(V1Node(status=V1NodeStatus()), "Ready")

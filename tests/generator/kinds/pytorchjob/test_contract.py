@@ -133,3 +133,20 @@ def test_restarts_back_off_and_identical_failures_end_the_run(tmp_path, monkeypa
     assert "set runPolicy.backoffLimit" in err and "bad config" in err
     assert 1.4 <= took < 30  # 0 + 0.2 + 0.4 + 0.8 of back-off, not a tight loop
     assert local_jobs.alive(marker) == []
+
+
+def test_the_master_port_is_the_operators_default_in_the_chart_and_in_generator_run():
+    """23456 named pytorchjob-port is the operator's (e2e/test_operator.py reads what the real one
+    injects against contract.MASTER_PORT); the chart's default `port` and `generator run`'s plan
+    must say the same, or a job runs on one port here and another on a cluster."""
+    import yaml
+
+    from generator import helm, paths
+    from generator.kinds.pytorchjob import contract, plan
+
+    assert yaml.safe_load((paths.JOB_CHART / "values.yaml").read_text())["port"] == contract.MASTER_PORT
+    job = next(o for o in helm.render_objects(paths.JOB_CHART, {}) if o["kind"] == "PyTorchJob")
+    (main,) = [c for c in job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+               if c["name"] == "pytorch"]
+    assert main["ports"] == [{"name": contract.PORT_NAME, "containerPort": contract.MASTER_PORT}]
+    assert (plan.DEFAULT_PORT, plan.PORT_NAME) == (contract.MASTER_PORT, contract.PORT_NAME)
