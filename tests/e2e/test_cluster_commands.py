@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator import kinds
 from tests.support import MANIFESTS
 from tests.support.waiting import wait_for
 
@@ -27,8 +26,14 @@ def values_file(tmp_path):
     return str(path)
 
 
-def _job(cluster, ns, name="mnist"):
-    return cluster.job(kinds.PYTORCHJOB, name, ns)
+def _job(cluster, ns, name="mnist", group="kubeflow.org", version="v1", plural="pytorchjobs"):
+    from kubernetes import client
+
+    try:
+        return client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object(group, version, ns, plural, name)
+    except client.ApiException as exc:
+        assert exc.status == 404
+        return None
 
 
 def _pvc(cluster, ns, name="mnist-output"):
@@ -66,11 +71,9 @@ def test_dry_run_is_checked_by_the_server_and_persists_nothing(cluster, ns, valu
     assert _job(cluster, ns) is None and _pvc(cluster, ns) is None
     if target == "v2":  # no runtime is made, so Trainer's webhook cannot judge the TrainJob: said, not refused
         assert "trainjob mnist: the API server accepted its schema; Trainer's webhook" in proc.stderr
-    v2 = kinds.TRAINJOB
-    assert cluster.job(v2, "mnist", ns) is None
-    runtimes = cluster.custom().list_namespaced_custom_object(v2.group, v2.version, ns,
-                                                              v2.companion_plurals["TrainingRuntime"])["items"]
-    assert runtimes == []
+    v2 = ("trainer.kubeflow.org", "v1alpha1")
+    assert _job(cluster, ns, "mnist", *v2, "trainjobs") is None
+    assert _job(cluster, ns, "mnist", *v2, "trainingruntimes") is None
 
 
 def test_a_manifests_namespace_is_used_and_must_agree_with_the_flag(cluster):
@@ -118,13 +121,13 @@ def test_delete_refuses_a_claim_the_chart_did_not_create(cluster, ns, values_fil
 
 
 def test_fields_owned_by_another_tool_are_not_taken_over(cluster, ns, values_file):
+    from kubernetes import client
 
     rendered = yaml.safe_load_all(cluster.cli("render", values_file, "--namespace", ns, check=True).stdout)
     job = next(d for d in rendered if d and d["kind"] == "PyTorchJob")
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 5
-    v1 = kinds.PYTORCHJOB
-    cluster.custom().patch_namespaced_custom_object(
-        v1.group, v1.version, ns, v1.plural, "mnist", job, field_manager="kubectl",
+    client.CustomObjectsApi(cluster.api()).patch_namespaced_custom_object(
+        "kubeflow.org", "v1", ns, "pytorchjobs", "mnist", job, field_manager="kubectl",
         _content_type="application/apply-patch+yaml")
     proc = cluster.cli("submit", values_file, "-n", ns)
     # The API server says "conflict with" for one field and "conflicts with" for several (the CRD's

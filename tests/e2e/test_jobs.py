@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import kinds
-from generator.controlplane import network, operator, trainer_release
-from generator.kinds.trainjob import runtime
-from tests.e2e.conftest import ENDED, container_pid, kill_container, trainer_image
+from generator.controlplane import network
+from tests.e2e.conftest import container_pid, kill_container, trainer_image
 from tests.support import ROOT, procfs
 from tests.support.waiting import wait_for
 
@@ -45,13 +43,14 @@ def values(cluster, tmp_path: Path, name: str, *options: str) -> Path:
 
 
 def pods(cluster, job: str) -> dict:
-    return {p.metadata.name: p for p in cluster.pods_of(kinds.PYTORCHJOB, job, NS)}
+    items = cluster.core().list_namespaced_pod(NS, label_selector=f"training.kubeflow.org/job-name={job}").items
+    return {p.metadata.name: p for p in items}
 
 
 def ended_pods(cluster, job: str) -> dict | None:
     """The job's pods once every one has ended, else None."""
     found = pods(cluster, job)
-    return found if all(p.status.phase in ENDED for p in found.values()) else None
+    return found if all(p.status.phase in ("Succeeded", "Failed") for p in found.values()) else None
 
 
 def events(cluster, name: str) -> list:
@@ -74,6 +73,24 @@ def delete_job(cluster, name: str) -> None:
     wait_for(lambda: not pods(cluster, name), 120, f"the pods of {name} to go")
 
 
+def log_of(cluster, pod: str, container: str | None = None, **options) -> str:
+    return cluster.core().read_namespaced_pod_log(pod, NS, container=container, **options) or ""
+
+
+def _safe_log(cluster, pod: str, container: str = "pytorch") -> str:
+    try:
+        return log_of(cluster, pod, container)
+    except Exception:  # not started yet
+        return ""
+
+
+def _previous(cluster, pod: str) -> str:
+    try:
+        return log_of(cluster, pod, "pytorch", previous=True)
+    except Exception:  # no earlier run
+        return ""
+
+
 def on_the_bridge(cluster, address: str) -> bool:
     """An address of the cluster's pod network (the real node's pods take the upper half of its /24)."""
     import ipaddress
@@ -88,14 +105,14 @@ def kill(cluster, pod) -> None:
 
 # --- the operator ------------------------------------------------------------------------------
 def test_the_operator_runs_as_a_pod_of_the_node(cluster):
-    installed = json.loads((cluster.dir / "state.json").read_text())["operator"]
-    (pod,) = cluster.core().list_namespaced_pod(installed["namespace"], label_selector="app.kubernetes.io/component=controller").items
+    operator = json.loads((cluster.dir / "state.json").read_text())["operator"]
+    (pod,) = cluster.core().list_namespaced_pod(operator["namespace"], label_selector="app.kubernetes.io/component=controller").items
     assert pod.status.phase == "Running" and on_the_bridge(cluster, pod.status.pod_ip)
     assert {(c.type, c.status) for c in pod.status.conditions} >= {("Ready", "True"), ("PodScheduled", "True")}
     # Its webhook is served through the endpoints the EndpointSlice controller wrote for the Ready pod.
     from kubernetes import client
 
-    slices = client.DiscoveryV1Api(cluster.api()).list_namespaced_endpoint_slice(installed["namespace"]).items
+    slices = client.DiscoveryV1Api(cluster.api()).list_namespaced_endpoint_slice(operator["namespace"]).items
     webhook = next(s for s in slices if any(p.port == 9443 for p in s.ports))
     assert webhook.metadata.labels["endpointslice.kubernetes.io/managed-by"] == "endpointslice-controller.k8s.io"
     assert [(e.target_ref.name, e.addresses) for e in webhook.endpoints] == [(pod.metadata.name, [pod.status.pod_ip])]
@@ -105,8 +122,8 @@ def test_kubeflow_trainer_is_a_helm_release_beside_the_operators(cluster):
     # As on a cluster moving to v2: the TrainJobs below go through it.
     listed = json.loads(cluster.helm("list", "-A", "-o", "json").stdout)
     assert sorted((r["name"], r["namespace"], r["status"], r["chart"]) for r in listed) == [
-        (trainer_release.RELEASE, trainer_release.NAMESPACE, "deployed", "kubeflow-trainer-2.3.0"),
-        (operator.RELEASE, operator.NAMESPACE, "deployed", "pytorch-operator-0.1.0")]
+        ("kubeflow-trainer", "kubeflow-system", "deployed", "kubeflow-trainer-2.3.0"),
+        ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]
 
 
 # --- the demo job ----------------------------------------------------------------------------
@@ -152,13 +169,13 @@ def test_the_operators_init_containers_wait_for_the_master_and_pass(cluster, dem
     for name, pod in workers.items():
         (init,) = pod.status.init_container_statuses
         assert (init.name, init.state.terminated.exit_code, init.state.terminated.reason) == ("init-pytorch", 0, "Completed")
-        assert answer in cluster.log(name, NS, "init-pytorch")
+        assert answer in log_of(cluster, name, "init-pytorch")
 
 
 def test_generator_logs_reads_the_job_through_the_kubelet(cluster, demo):
     proc = cluster.cli("logs", "demo", "-n", NS, "--replica", "master-0", check=True)
     assert "epoch 4/4: test accuracy" in proc.stdout
-    tail = cluster.log("demo-master-0", NS, "pytorch", tail_lines=1, timestamps=True)
+    tail = log_of(cluster, "demo-master-0", "pytorch", tail_lines=1, timestamps=True)
     stamp, _, line = tail.partition(" ")
     assert stamp.startswith("20") and stamp.endswith("Z") and line.startswith("wrote ")
 
@@ -226,7 +243,7 @@ def test_a_killed_worker_ends_as_generator_run_ends_it(cluster, tmp_path, policy
                   *DIGITS, "--arg=--epochs=6")  # the kill comes in epoch 1: five more to resume into
     cluster.cli("submit", str(path), "-n", NS, check=True)
     try:
-        wait_for(lambda: "epoch 1 step" in cluster.log(f"{name}-master-0", NS, "pytorch"), 180, "the master to train")
+        wait_for(lambda: "epoch 1 step" in _safe_log(cluster, f"{name}-master-0"), 180, "the master to train")
         kill(cluster, pods(cluster, name)[f"{name}-worker-0"])
         outcome = wait_for(lambda: job_state(cluster, name) in ("Succeeded", "Failed") and job_state(cluster, name),
                            400, f"{name} to finish")
@@ -253,18 +270,16 @@ def test_a_killed_trainjob_node_ends_as_generator_run_ends_it(cluster, tmp_path)
     path = values(cluster, tmp_path, name, "--target", "v2", "--workers", "1", "--output-size", "1Gi",
                   "--backoff-limit", "1", *DIGITS, "--arg=--epochs=6", "--arg=--seed=5")
     cluster.cli("submit", str(path), "-n", NS, check=True)
+    jobset = "jobset.sigs.k8s.io/jobset-name"
     try:
         def node(index: str):
-            found = [p for p in cluster.pods_of(kinds.TRAINJOB, name, NS)
+            found = [p for p in cluster.core().list_namespaced_pod(NS, label_selector=f"{jobset}={name}").items
                      if p.metadata.labels.get("batch.kubernetes.io/job-completion-index") == index
                      and p.status.phase == "Running"]
             return found[0] if found else None
 
-        wait_for(lambda: node("0") and "epoch 1 step" in cluster.log(node("0").metadata.name, NS, "node"), 180,
+        wait_for(lambda: node("0") and "epoch 1 step" in _safe_log(cluster, node("0").metadata.name, "node"), 180,
                  "node 0 to train")
-        # Trainer's torch plugin chose the port that `generator run --container` gives the nodes (runtime.MASTER_PORT).
-        (main,) = [c for c in node("0").spec.containers if c.name == kinds.TRAINJOB.container]
-        assert {e.name: e.value for e in main.env}["PET_MASTER_PORT"] == str(runtime.MASTER_PORT)
         kill(cluster, node("1"))
         outcome = wait_for(lambda: job_state(cluster, name) in ("Complete", "Failed") and job_state(cluster, name),
                            400, f"{name} to finish")
@@ -344,25 +359,24 @@ def test_diagnose_names_a_missing_claim_and_a_failed_replica_with_its_log(cluste
 # --- elastic jobs ------------------------------------------------------------------------------
 @pytest.mark.timeout(600)  # torch's rendezvous may wait out its 60 s store timeout once before it settles
 def test_an_elastic_job_scales_within_its_bounds(cluster, tmp_path):
+    from kubernetes import client
+
     path = values(cluster, tmp_path, "elastic", "--workers", "1", "--elastic", "1:3", "--nproc-per-node", "1",
                   "--output-size", "1Gi", *DIGITS, "--arg=--epochs=1000")  # still training when it scales
     cluster.cli("submit", str(path), "-n", NS, check=True)
     try:
-        wait_for(lambda: any("epoch 1 step" in cluster.log(p, NS, "pytorch") for p in pods(cluster, "elastic")), 240,
+        wait_for(lambda: any("epoch 1 step" in _safe_log(cluster, p) for p in pods(cluster, "elastic")), 240,
                  "the elastic job to train")
-        job = kinds.PYTORCHJOB
-        cluster.custom().patch_namespaced_custom_object(
-            job.group, job.version, NS, job.plural, "elastic",
+        client.CustomObjectsApi(cluster.api()).patch_namespaced_custom_object(
+            "kubeflow.org", "v1", NS, "pytorchjobs", "elastic",
             {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
         wait_for(lambda: "elastic-worker-1" in pods(cluster, "elastic"), 60, "the operator to add worker 1")
         # The agents see the third node, stop their workers at a checkpoint and meet again with it
         # (torch's rendezvous may take a container restart to settle; OnFailure allows it).
-        def both_runs(pod: str) -> str:
-            return cluster.log(pod, NS, "pytorch") + cluster.log(pod, NS, "pytorch", previous=True)
-
-        wait_for(lambda: any("world size 3 (gloo" in both_runs(p) for p in pods(cluster, "elastic")), 420,
+        wait_for(lambda: any("world size 3 (gloo" in _safe_log(cluster, p) + _previous(cluster, p)
+                             for p in pods(cluster, "elastic")), 420,
                  "training to go on with three nodes", interval=3)
-        assert any("stopping at epoch" in both_runs(p) for p in pods(cluster, "elastic"))
+        assert any("stopping at epoch" in _safe_log(cluster, p) + _previous(cluster, p) for p in pods(cluster, "elastic"))
     finally:
         delete_job(cluster, "elastic")
 
@@ -375,8 +389,11 @@ def succeeded_at(cluster, name: str):
     """When the operator declared the job Succeeded, by the condition it wrote."""
     import datetime
 
+    from kubernetes import client
+
     def condition():
-        job = cluster.job(kinds.PYTORCHJOB, name, NS) or {}
+        job = client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", NS,
+                                                                                   "pytorchjobs", name)
         return next((c for c in (job.get("status") or {}).get("conditions") or []
                      if c["type"] == "Succeeded" and c["status"] == "True"), None)
 
@@ -388,7 +405,7 @@ def logged_at(cluster, pod: str, text: str):
     """When a pod's log line holding `text` was written, by the node's timestamps."""
     import datetime
 
-    for line in cluster.log(pod, NS, "pytorch", timestamps=True).splitlines():
+    for line in log_of(cluster, pod, "pytorch", timestamps=True).splitlines():
         stamp, _, rest = line.partition(" ")
         if text in rest:
             return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
@@ -475,11 +492,12 @@ def test_a_pod_gets_its_env_volumes_and_expansion_as_kubernetes_gives_them(clust
         "volumeMounts": [{"name": "config", "mountPath": "/tmp/config"}, {"name": "scratch", "mountPath": "/var/run/scratch"}]}],
         "volumes": [{"name": "config", "configMap": {"name": "settings"}}, {"name": "scratch", "emptyDir": {}}]})
     try:
-        cluster.wait_phase("env-check", NS, ENDED, 120)
+        wait_for(lambda: core.read_namespaced_pod("env-check", NS).status.phase in ("Succeeded", "Failed"), 120,
+                 "env-check to end")
         (node,) = core.list_node().items
         ip = core.read_namespaced_pod("env-check", NS).status.pod_ip
         assert on_the_bridge(cluster, ip)
-        assert [line.strip() for line in cluster.log("env-check", NS).splitlines()] == [
+        assert [line.strip() for line in log_of(cluster, "env-check").splitlines()] == [
             "A=one B=one-two C=$(A)", "token=s3cret mode=fast level=debug",
             f"pod=env-check ns={NS} node={node.metadata.name} ip={ip}", "arg=one-arg", "fast", "hi",
             "env-check", ip]
@@ -498,7 +516,8 @@ def test_an_exec_probe_runs_inside_the_container_with_its_env(cluster):
         "volumeMounts": [{"name": "state", "mountPath": "/var/run/state"}]}],
         "volumes": [{"name": "state", "emptyDir": {}}]})
     try:
-        wait_for(lambda: operator.holds(core.read_namespaced_pod("exec-probe", NS), "Ready"), 120,
+        wait_for(lambda: any(c.type == "Ready" and c.status == "True" for c in
+                             core.read_namespaced_pod("exec-probe", NS).status.conditions or []), 120,
                  "the exec readiness probe to pass")
         assert not Path("/var/run/state/ready").exists()  # the file is the container's alone
     finally:
@@ -536,7 +555,7 @@ def test_restarts_back_off_and_the_previous_log_is_kept(cluster):
             runs[count if waiting else count - 1] = (ended.started_at, ended.finished_at)
         if count >= 1:
             try:
-                previous.add(core.read_namespaced_pod_log("crasher", NS, previous=True))
+                previous.add(log_of(cluster, "crasher", previous=True))
             except client.ApiException as exc:  # between two runs, on the node's word
                 previous.add(f"{exc.status}: {exc.body}")
         if waiting and waiting.reason == "CrashLoopBackOff":
@@ -564,12 +583,12 @@ def test_deleting_a_pod_sends_sigterm_then_sigkill_after_its_grace_period(cluste
     core = cluster.core()
     _pod(cluster, "stubborn", {"terminationGracePeriodSeconds": 3, "containers": [{
         "name": "sh", "image": SH, "command": ["sh", "-c", "trap 'echo got TERM' TERM; while :; do sleep 0.2; done"]}]})
-    cluster.wait_phase("stubborn", NS, ("Running",), 120)
+    wait_for(lambda: core.read_namespaced_pod("stubborn", NS).status.phase == "Running", 120, "stubborn to run")
     pid = container_pid(core.read_namespaced_pod("stubborn", NS).status.container_statuses[0].container_id)
     started = time.monotonic()
     core.delete_namespaced_pod("stubborn", NS)
     # Read while the pod is still there, within its grace period: the shell's trap heard SIGTERM.
-    wait_for(lambda: "got TERM" in cluster.log("stubborn", NS, "sh"), 3, "the container to log SIGTERM", interval=0.2)
+    wait_for(lambda: "got TERM" in _safe_log(cluster, "stubborn", "sh"), 3, "the container to log SIGTERM", interval=0.2)
 
     def gone() -> bool:
         try:
@@ -595,7 +614,7 @@ def test_the_trainer_as_its_containers_pid_1_ends_on_sigterm_while_it_waits_for_
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}}]})
     try:
-        cluster.wait_phase("alone", NS, ("Running",), 120)
+        wait_for(lambda: core.read_namespaced_pod("alone", NS).status.phase == "Running", 120, "alone to run")
         pid = container_pid(core.read_namespaced_pod("alone", NS).status.container_statuses[0].container_id)
         wait_for(lambda: procfs.listening(pid, port), 120, f"rank 0 to listen on {port} in its pod")
         assert procfs.handles(pid, signal.SIGTERM)
@@ -607,7 +626,7 @@ def test_the_trainer_as_its_containers_pid_1_ends_on_sigterm_while_it_waits_for_
 
         ended = wait_for(terminated, 60, "the trainer to end on SIGTERM")
         assert ended.exit_code == 143, ended
-        assert cluster.log("alone", NS, "pytorch").splitlines()[-1] == ("trainer (rank 0): SIGTERM before training began; "
+        assert _safe_log(cluster, "alone").splitlines()[-1] == ("trainer (rank 0): SIGTERM before training began; "
                                                                 "exiting 143 with nothing to save")
     finally:
         _gone(cluster, "alone")

@@ -107,11 +107,13 @@ def test_the_sdk_follows_trainjobs_from_submit_and_helm_to_complete_with_their_n
 
 
 def test_the_sdk_deletes_a_trainjob_from_submit(cluster, jobs):
-    from generator import kinds
+    from kubernetes import client
 
     sdk(cluster, "follow", "sdkjob")  # done before it goes, whatever order the tests run in
     assert sdk(cluster, "delete", "sdkjob")["deleted"] == "sdkjob"
-    wait_for(lambda: cluster.job(kinds.TRAINJOB, "sdkjob", NS) is None, 120, "the TrainJob to go")
+    custom = client.CustomObjectsApi(cluster.api())
+    wait_for(lambda: "sdkjob" not in [j["metadata"]["name"] for j in custom.list_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", NS, "trainjobs")["items"]], 120, "the TrainJob to go")
     missing = cluster.cli("status", "sdkjob", "-n", NS)
     assert missing.returncode == 1 and f"PyTorchJob sdkjob not found in namespace {NS}, nor a TrainJob" in missing.stderr
 

@@ -11,8 +11,6 @@ import json
 import pytest
 import yaml
 
-from generator import kinds
-from generator.controlplane import kueue_release
 from tests.e2e.conftest import pull_images, trainer_image
 from tests.support.waiting import wait_for
 
@@ -20,8 +18,7 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 QUOTA_CPU, POD_CPU = "500m", "250m"
-GROUP, VERSION = kueue_release.API.split("/")
-V1 = kinds.PYTORCHJOB
+GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +52,21 @@ def _condition(workload: dict | None, kind: str) -> dict:
     return next((c for c in ((workload or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
+def _pods(cluster, job: str) -> list:
+    return [p for p in cluster.core().list_namespaced_pod("default").items if p.metadata.name.startswith(f"{job}-")]
+
+
 def _diagnose(cluster, name: str) -> list[dict]:
     proc = cluster.cli("diagnose", name, "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
+
+
+def _pytorchjob(cluster, name: str) -> dict:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                               "pytorchjobs", name)
 
 
 def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(cluster, tmp_path):
@@ -70,8 +78,8 @@ def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(clu
     wait_for(lambda: _condition(_workload(cluster, "PyTorchJob", "kq-second"), "QuotaReserved").get("reason") == "Pending",
              120, "Kueue to hold the second job for quota")
     # Held whole: suspended, and not one of its pods made while the first job holds the quota.
-    assert cluster.job(V1, "kq-second", "default")["spec"]["runPolicy"]["suspend"] is True
-    assert cluster.pods_of(V1, "kq-second", "default") == []
+    assert _pytorchjob(cluster, "kq-second")["spec"]["runPolicy"]["suspend"] is True
+    assert _pods(cluster, "kq-second") == []
     found = _diagnose(cluster, "kq-second")
     held = next(f for f in found if f["object"].startswith("Workload/"))
     assert "insufficient unused quota for cpu in flavor default-flavor" in held["message"]
@@ -87,8 +95,8 @@ def test_two_jobs_over_the_quota_run_one_after_the_other_each_admitted_whole(clu
     admission = _workload(cluster, "PyTorchJob", "kq-second")["status"]["admission"]
     assert admission["clusterQueue"] == "cluster-queue"
     assert sorted((a["name"], a["count"]) for a in admission["podSetAssignments"]) == [("master", 1), ("worker", 1)]
-    ended = max(c.state.terminated.finished_at for p in cluster.pods_of(V1, "kq-first", "default") for c in p.status.container_statuses)
-    assert min(p.metadata.creation_timestamp for p in cluster.pods_of(V1, "kq-second", "default")) >= ended.replace(microsecond=0)
+    ended = max(c.state.terminated.finished_at for p in _pods(cluster, "kq-first") for c in p.status.container_statuses)
+    assert min(p.metadata.creation_timestamp for p in _pods(cluster, "kq-second")) >= ended.replace(microsecond=0)
     for name in ("kq-first", "kq-second"):
         cluster.cli("delete", name, check=True)
 
@@ -98,8 +106,7 @@ def test_a_job_naming_a_local_queue_that_does_not_exist_waits_and_diagnose_names
     cluster.cli("submit", values, check=True)
     wait_for(lambda: "doesn't exist" in _condition(_workload(cluster, "PyTorchJob", "kq-lost"), "QuotaReserved").get(
         "message", ""), 120, "Kueue to find no LocalQueue for the job")
-    assert cluster.job(V1, "kq-lost", "default")["spec"]["runPolicy"]["suspend"] is True
-    assert cluster.pods_of(V1, "kq-lost", "default") == []
+    assert _pytorchjob(cluster, "kq-lost")["spec"]["runPolicy"]["suspend"] is True and _pods(cluster, "kq-lost") == []
     found = next(f for f in _diagnose(cluster, "kq-lost") if f["object"].startswith("Workload/"))
     assert (found["severity"], found["message"]) == ("error", "not admitted by Kueue: LocalQueue no-such-queue doesn't exist")
     assert "no LocalQueue no-such-queue in namespace default: set `kueue.queueName`" in found["fix"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from generator import kinds
 from tests.e2e.conftest import needs_real_node
 from tests.support.waiting import wait_for
 
@@ -44,7 +43,7 @@ def test_a_job_asking_one_gpu_per_pod_trains_to_succeeded_on_the_cpu(cluster, tm
     cluster.cli("submit", str(path), check=True)
     done = cluster.cli("wait", "gpu", "--timeout", "600", timeout=660)  # the CUDA image's first pull included
     assert done.returncode == 0, done.stdout + done.stderr
-    pods = cluster.pods_of(kinds.PYTORCHJOB, "gpu", "default")
+    pods = cluster.core().list_namespaced_pod("default", label_selector="training.kubeflow.org/job-name=gpu").items
     assert len(pods) == 2
     for pod in pods:
         (container,) = [c for c in pod.spec.containers if c.name == "pytorch"]

@@ -8,21 +8,30 @@ import re
 import pytest
 import yaml
 
-from generator import kinds
-from generator.kinds.pytorchjob import contract
 from tests.support import scenarios
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-V1 = kinds.PYTORCHJOB
 WEBHOOK = "validator.pytorchjob.training-operator.kubeflow.org"
+
+
+def _custom(cluster):
+    from kubernetes import client
+
+    return client.CustomObjectsApi(cluster.api())
+
+
+def _core(cluster):
+    from kubernetes import client
+
+    return client.CoreV1Api(cluster.api())
 
 
 def _ensure_namespace(cluster, name):
     from kubernetes import client
 
     try:
-        cluster.core().create_namespace({"metadata": {"name": name}})
+        _core(cluster).create_namespace({"metadata": {"name": name}})
     except client.ApiException as exc:
         assert exc.status == 409
 
@@ -45,8 +54,8 @@ def test_every_job_scenario_is_accepted_by_the_api_server_and_the_webhook(cluste
 
     _ensure_namespace(cluster, scenarios.NAMESPACE)
     job = next(o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] == "PyTorchJob")
-    api = cluster.custom()
-    args = (V1.group, V1.version, scenarios.NAMESPACE, V1.plural)
+    api = _custom(cluster)
+    args = ("kubeflow.org", "v1", scenarios.NAMESPACE, "pytorchjobs")
     dry = api.create_namespaced_custom_object(*args, job, dry_run="All")
     assert dry["metadata"]["name"] == job["metadata"]["name"]
     created = api.create_namespaced_custom_object(*args, job)
@@ -61,11 +70,11 @@ def test_every_job_scenario_is_accepted_by_the_api_server_and_the_webhook(cluste
 def test_the_webhook_refuses_what_only_it_checks_with_the_operators_message(cluster):
     from kubernetes import client
 
-    job = {"apiVersion": V1.api_version, "kind": V1.kind, "metadata": {"name": "two-masters"},
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "two-masters"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 2, "template": {"spec": {
                "containers": [{"name": "pytorch", "image": "ghcr.io/pytorchjob-kit/trainer:0.1.0"}]}}}}}}
     with pytest.raises(client.ApiException) as refused:
-        cluster.create_job(job, "default")
+        _custom(cluster).create_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", job)
     message = json.loads(refused.value.body)["message"]
     assert refused.value.status == 403
     assert message == (f'admission webhook "{WEBHOOK}" denied the request: '
@@ -78,7 +87,7 @@ def test_the_webhook_certificate_is_the_operators_own(cluster):
     api = cluster.api()
     config = client.AdmissionregistrationV1Api(api).read_validating_webhook_configuration(
         "validator.training-operator.kubeflow.org")
-    secrets = cluster.core().list_namespaced_secret("kubeflow").items
+    secrets = _core(cluster).list_namespaced_secret("kubeflow").items
     cert = next(s for s in secrets if s.metadata.name.endswith("webhook-cert"))
     assert {"ca.crt", "tls.crt", "tls.key"} <= set(cert.data)
     assert all(w.client_config.ca_bundle == cert.data["ca.crt"] for w in config.webhooks)
@@ -91,7 +100,7 @@ def test_the_operator_can_read_no_secret_but_its_own(cluster):
     from generator.controlplane import build
 
     account = "system:serviceaccount:kubeflow:training-operator-pytorch-operator"
-    assert cluster.core().read_namespaced_service_account(account.rsplit(":", 1)[1], "kubeflow")
+    assert _core(cluster).read_namespaced_service_account(account.rsplit(":", 1)[1], "kubeflow")
 
     def can(*words: str) -> str:
         done = subprocess.run([str(build.binary("kubectl")), "auth", "can-i", *words, f"--as={account}"],
@@ -130,15 +139,19 @@ def submitted(cluster, tmp_path_factory):
     return values
 
 
+def _pods(cluster, job):
+    return _core(cluster).list_namespaced_pod("default", label_selector=f"training.kubeflow.org/job-name={job}").items
+
+
 def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submitted):
     from generator.container import programs
     from generator.kinds.pytorchjob import plan as v1_plan
 
-    wait_for(lambda: len(cluster.pods_of(V1, "e2e", "default")) >= 3, 60, "the operator to create the job's three pods")
-    pods = {p.metadata.name: p for p in cluster.pods_of(V1, "e2e", "default")}
+    wait_for(lambda: len(_pods(cluster, "e2e")) >= 3, 60, "the operator to create the job's three pods")
+    pods = {p.metadata.name: p for p in _pods(cluster, "e2e")}
     assert sorted(pods) == ["e2e-master-0", "e2e-worker-0", "e2e-worker-1"]
-    services = {s.metadata.name: s for s in cluster.core().list_namespaced_service("default").items}
-    job = cluster.job(V1, "e2e", "default")
+    services = {s.metadata.name: s for s in _core(cluster).list_namespaced_service("default").items}
+    job = _custom(cluster).get_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", "e2e")
     for name in pods:
         assert name in services
         for obj in (pods[name], services[name]):
@@ -164,8 +177,8 @@ def test_the_operator_creates_pods_and_services_owned_by_the_job(cluster, submit
         assert differences == {"OUTPUT_DIR": (None, output),
                                "MASTER_ADDR": ("e2e-master-0", "127.0.0.1"),
                                "PET_MASTER_ADDR": ("e2e-master-0", "127.0.0.1"),
-                               "MASTER_PORT": (str(contract.MASTER_PORT), local_env["MASTER_PORT"]),
-                               "PET_MASTER_PORT": (str(contract.MASTER_PORT), local_env["PET_MASTER_PORT"])}, name
+                               "MASTER_PORT": ("23456", local_env["MASTER_PORT"]),
+                               "PET_MASTER_PORT": ("23456", local_env["PET_MASTER_PORT"])}, name
         assert operator_env["GREETING"] == "hello" and operator_env["WORLD_SIZE"] == "3"
 
 
@@ -183,8 +196,8 @@ def test_status_and_wait_show_what_the_api_server_knows(cluster, submitted):
 
 def test_delete_takes_the_pods_through_garbage_collection(cluster, submitted):
     cluster.cli("delete", "e2e", "-n", "default", check=True)
-    wait_for(lambda: not cluster.pods_of(V1, "e2e", "default"), 90, "garbage collection to remove the job's pods")
-    assert cluster.pods_of(V1, "e2e", "default") == []
+    wait_for(lambda: not _pods(cluster, "e2e"), 90, "garbage collection to remove the job's pods")
+    assert _pods(cluster, "e2e") == []
     missing = cluster.cli("status", "e2e", "-n", "default")
     assert missing.returncode == 1 and "PyTorchJob e2e not found in namespace default" in missing.stderr
 
@@ -208,9 +221,8 @@ def test_every_v2_scenario_is_accepted_by_trainers_crds_and_webhooks(cluster, na
     from kubernetes import client
 
     _ensure_namespace(cluster, scenarios.NAMESPACE)
-    v2 = kinds.TRAINJOB
-    group, version = v2.group, v2.version
-    plurals = {v2.kind: v2.plural, "TrainingRuntime": v2.companion_plurals["TrainingRuntime"]}
+    group, version = "trainer.kubeflow.org", "v1alpha1"
+    plurals = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes"}
     objects = [o for o in scenarios.render_objects("pytorchjob", name) if o["kind"] in plurals]
     assert "TrainJob" in {o["kind"] for o in objects}
     created = []
@@ -218,16 +230,16 @@ def test_every_v2_scenario_is_accepted_by_trainers_crds_and_webhooks(cluster, na
         for obj in sorted(objects, key=lambda o: o["kind"] == "TrainJob"):  # the runtime first
             args = (group, version, scenarios.NAMESPACE, plurals[obj["kind"]])
             if obj["kind"] == "TrainingRuntime":
-                served = cluster.custom().create_namespaced_custom_object(*args, obj)
+                served = _custom(cluster).create_namespaced_custom_object(*args, obj)
                 created.append((args, obj["metadata"]["name"]))
             else:
-                served = cluster.custom().create_namespaced_custom_object(*args, obj, dry_run="All")
+                served = _custom(cluster).create_namespaced_custom_object(*args, obj, dry_run="All")
             # Nothing pruned: every field the chart writes came back (the server adds its defaults).
             assert _missing(obj["spec"], served["spec"], "spec") == []
     finally:
         for args, obj_name in created:
             try:
-                cluster.custom().delete_namespaced_custom_object(*args, obj_name)
+                _custom(cluster).delete_namespaced_custom_object(*args, obj_name)
             except client.ApiException as exc:
                 assert exc.status == 404
 

@@ -75,7 +75,8 @@ def test_the_operator_serves_its_webhook_from_that_namespace(cluster, tmp_path):
     from kubernetes import client
 
     with pytest.raises(client.ApiException) as refused:
-        cluster.create_job(json.loads(manifest.read_text()), "default")
+        client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object(
+            "kubeflow.org", "v1", "default", "pytorchjobs", json.loads(manifest.read_text()))
     assert "denied the request" in json.loads(refused.value.body)["message"]
     # The generator refuses the same job before it reaches a cluster, naming the field.
     proc = cluster.cli("submit", str(manifest), "-n", "default")

@@ -51,14 +51,15 @@ def _status(cluster, name: str, ns: str) -> tuple[str, dict]:
 
 
 def test_a_trainjob_of_the_trainer_reports_progress_rising_to_100_and_status_prints_it(cluster, ns, tmp_path):
-    from generator import kinds
+    from kubernetes import client
 
     cluster.cli("submit", _values(tmp_path, "progress-v2", "v2"), "-n", ns, check=True)
+    custom = client.CustomObjectsApi(cluster.api())
     seen: list[int] = []
     printed: list[str] = []
 
     def read() -> dict:
-        return cluster.job(kinds.TRAINJOB, "progress-v2", ns)
+        return custom.get_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", ns, "trainjobs", "progress-v2")
 
     def done() -> bool:
         job = read()

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from generator import kinds
-from generator.controlplane import operator
 from tests.e2e.conftest import pull_images, trainer_image
 from tests.support import ROOT, docs
 from tests.support.waiting import wait_for
@@ -92,8 +90,15 @@ def operator_pods(cluster, terminating: bool = False) -> list:
     return [p for p in pods if terminating or not p.metadata.deletion_timestamp]
 
 
+def ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
 def job_condition(cluster, name: str, namespace: str) -> str:
-    job = cluster.job(kinds.PYTORCHJOB, name, namespace) or {}
+    from kubernetes import client
+
+    job = client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object("kubeflow.org", "v1", namespace,
+                                                                              "pytorchjobs", name)
     true = [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c["status"] == "True"]
     return true[-1] if true else ""
 
@@ -138,7 +143,7 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     for line in checks:
         checked = sh(line + " --timeout=180s", timeout=240)
         assert checked.returncode == 0, line + "\n" + checked.stderr
-    (first,) = wait_for(lambda: [p for p in operator_pods(cluster) if operator.holds(p, "Ready")], 180, "the operator to be Ready")
+    (first,) = wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready")
 
     done = sh(install_job)
     assert done.returncode == 0, done.stderr
@@ -153,12 +158,12 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     # pod is Ready when --wait returns, the old one served until then.
     done = sh(upgrade)
     assert done.returncode == 0, done.stderr
-    assert any(operator.holds(p, "Ready") and p.metadata.name != first.metadata.name for p in operator_pods(cluster))
+    assert any(ready(p) and p.metadata.name != first.metadata.name for p in operator_pods(cluster))
     done = sh(test)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Phase:          Succeeded" in done.stdout
     # Then the old pod goes, leaving one with the new flag.
-    (second,) = wait_for(lambda: [p for p in operator_pods(cluster) if operator.holds(p, "Ready") and p.metadata.name != first.metadata.name
+    (second,) = wait_for(lambda: [p for p in operator_pods(cluster) if ready(p) and p.metadata.name != first.metadata.name
                                   and "--leader-elect" in " ".join(p.spec.containers[0].args or [])]
                          and len(operator_pods(cluster)) == 1 and operator_pods(cluster), 240, "the operator to roll")
     assert second.status.pod_ip != first.status.pod_ip
@@ -176,7 +181,8 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     assert done.returncode == 0, done.stderr
     done = sh("helm test mnist -n training")
     assert done.returncode == 0, done.stdout + done.stderr
-    job = cluster.job(kinds.PYTORCHJOB, "mnist", "training")
+    job = client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object(
+        "kubeflow.org", "v1", "training", "pytorchjobs", "mnist")
     assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False, "ttlSecondsAfterFinished": 3600}
     assert job_condition(cluster, "mnist", "training") == "Succeeded"
 
@@ -234,7 +240,7 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     # Installed again under its name with crds.keep=false, the CRD goes with the release.
     done = sh("helm install training charts/pytorch-operator -n kubeflow --set crds.keep=false")
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: [p for p in operator_pods(cluster) if operator.holds(p, "Ready")], 180, "the operator to be Ready again")
+    wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator to be Ready again")
     assert sh(uninstall_operator).returncode == 0
     wait_for(lambda: not operator_pods(cluster, terminating=True), 120, "the operator's pod to go again")
     wait_for(lambda: not extensions.list_custom_resource_definition(

@@ -31,8 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import kinds
-from generator.controlplane import network, operator
+from generator.controlplane import network
 from generator.controlplane.layout import Layout
 from generator.controlplane.network import NETNS_DIR
 from generator.controlplane.realnode import host, netns, oci
@@ -40,7 +39,7 @@ from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
-from tests.e2e.conftest import ENDED, forget_images, kill_container, leftover_processes, needs_real_node, start_cluster, stop_cluster
+from tests.e2e.conftest import forget_images, kill_container, leftover_processes, needs_real_node, start_cluster, stop_cluster
 from tests.support import ROOT
 from tests.support.waiting import wait_for
 
@@ -49,7 +48,6 @@ pytestmark = [
     needs_real_node,
     pytest.mark.skipif(shutil.which("gcc") is None, reason="the probe image is built with gcc -static"),
 ]
-V1 = kinds.PYTORCHJOB
 PROBE = "localhost/pytorchjob-kit/probe:1"
 PROBE_SOURCE = Path(__file__).parent / "realnode" / "probe.c"
 NODE = ["--no-operator"]
@@ -161,7 +159,7 @@ def test_the_node_runs_containerd(cluster):
     assert {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
     (node,) = cluster.core().list_node().items
     assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
-    assert real_node.ready(cluster.core(), node.metadata.name)
+    assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
 
 
 def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_seccomp_filter(cluster, restricted_ns):
@@ -169,8 +167,8 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     core.create_namespaced_pod(restricted_ns, pod("identity", ["status"]))
 
     def logged():
-        text = cluster.log("identity", restricted_ns)
-        return text if "probe: done" in text else None
+        text = _log(core, "identity", restricted_ns)
+        return text if text and "probe: done" in text else None
 
     text = wait_for(logged, 120, "the probe pod to print its identity")
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("probe"))
@@ -180,7 +178,8 @@ def test_a_restricted_pod_runs_as_its_user_without_capabilities_and_with_a_secco
     assert status["Seccomp"] == ["2"]  # 2: a filter (RuntimeDefault), 0 would be none
     assert status["CapEff"] == ["0000000000000000"] and status["CapBnd"] == ["0000000000000000"]
     # The kubelet reports the phase a moment after the container has printed.
-    running = cluster.wait_phase("identity", restricted_ns, ("Running",), 30, "the identity pod's status to say Running")
+    running = wait_for(lambda: (p := core.read_namespaced_pod("identity", restricted_ns)).status.phase == "Running" and p,
+                       30, "the identity pod's status to say Running")
     assert running.status.container_statuses[0].container_id.startswith("containerd://")
 
 
@@ -188,13 +187,20 @@ def test_the_host_reaches_a_pod_at_its_ip_through_the_nodes_network_namespace(cl
     """Where the API server runs: it calls webhooks at their pods' IPs, routed to the node's namespace."""
     core = cluster.core()
     core.create_namespaced_pod(restricted_ns, pod("server", ["serve", "8443"]))
-    wait_for(lambda: "listening" in cluster.log("server", restricted_ns), 120, "the probe to listen")
+    wait_for(lambda: "listening" in (_log(core, "server", restricted_ns) or ""), 120, "the probe to listen")
     ip = wait_for(lambda: core.read_namespaced_pod("server", restricted_ns).status.pod_ip, 60, "the pod's IP")
     bridge = json.loads((cluster.dir / "state.json").read_text())["pod_network"]
     # The upper half of the cluster's /24: the lower is the host's bridge, where the API server listens.
     assert ipaddress.ip_address(ip) in list(ipaddress.ip_network(bridge["cidr"]).subnets())[1]
     with socket.create_connection((ip, 8443), timeout=10) as conn:
         assert conn.makefile().readline() == "probe 1000\n"
+
+
+def _log(core, name: str, namespace: str) -> str | None:
+    try:
+        return core.read_namespaced_pod_log(name, namespace)
+    except Exception:  # not started yet
+        return None
 
 
 class RegistryLog:
@@ -230,8 +236,11 @@ def test_the_trainer_image_is_pulled_from_the_registry_and_trains_as_uid_1000_on
                  "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
                                      "seccompProfile": {"type": "RuntimeDefault"}}}})
 
-    phase = cluster.wait_phase("digits", restricted_ns, ENDED, 900,
-                               "the trainer pod to end (its first pull is about 3 GB)", interval=2).status.phase
+    def ended():
+        phase = core.read_namespaced_pod("digits", restricted_ns).status.phase
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = wait_for(ended, 900, "the trainer pod to end (its first pull is about 3 GB)", interval=2)
     text = core.read_namespaced_pod_log("digits", restricted_ns)
     assert phase == "Succeeded", text
     assert "uid=1000" in text and "touch: cannot touch '/probe': Read-only file system" in text
@@ -325,10 +334,13 @@ def test_a_worker_killed_mid_training_is_restarted_by_the_kubelet_and_the_job_re
 
 def create_master_job(cluster, name: str, restart_policy: str, container: dict) -> None:
     """A PyTorchJob of one Master in namespace default, as a user's manifest makes it."""
-    job = {"apiVersion": V1.api_version, "kind": V1.kind, "metadata": {"name": name, "namespace": "default"},
+    from kubernetes import client
+
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": "default"},
            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": restart_policy,
                                                        "template": {"spec": {"containers": [container]}}}}}}
-    cluster.create_job(job, "default")
+    client.CustomObjectsApi(cluster.api()).create_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                           "pytorchjobs", job)
 
 
 def master_status(core, job: str):
@@ -380,10 +392,17 @@ def test_the_job_chart_installs_trains_upgrades_and_uninstalls_through_helm(clus
     done = cluster.helm("upgrade", "chart", "charts/pytorchjob", "-f", str(values), "-n", "default",
                 "--set", "runPolicy.ttlSecondsAfterFinished=3600")
     assert done.returncode == 0, done.stderr
-    assert cluster.job(V1, "chart", "default")["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
+    from kubernetes import client
+
+    jobs = client.CustomObjectsApi(cluster.api())
+    job = jobs.get_namespaced_custom_object("kubeflow.org", "v1", "default", "pytorchjobs", "chart")
+    assert job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 3600
     assert cluster.helm("uninstall", "chart", "-n", "default").returncode == 0
-    wait_for(lambda: not cluster.pods_of(V1, "chart", "default"), 120, "the release's pods to go")
-    assert cluster.job(V1, "chart", "default") is None
+    wait_for(lambda: not core.list_namespaced_pod("default", label_selector="training.kubeflow.org/job-name=chart").items,
+             120, "the release's pods to go")
+    names = [j["metadata"]["name"] for j in jobs.list_namespaced_custom_object("kubeflow.org", "v1", "default",
+                                                                                "pytorchjobs")["items"]]
+    assert "chart" not in names
 
 
 def test_a_job_asking_more_cpu_than_the_node_has_stays_pending_and_diagnose_names_it(cluster, tmp_path):
@@ -466,8 +485,10 @@ def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(
                 "spec": {"restartPolicy": "Never", "containers": [{"name": "curl", "image": CURL,
                                                                    "command": ["sh", "-c", WHOAMI]}]}})
         for c in (cluster, side):
-            c.wait_phase("whoami", "default", ENDED, 180)
-            assert c.core().read_namespaced_pod_log("whoami", "default") == "201"
+            core = c.core()
+            wait_for(lambda core=core: core.read_namespaced_pod("whoami", "default").status.phase in ("Succeeded", "Failed"),
+                     180, "the whoami pod to end")
+            assert core.read_namespaced_pod_log("whoami", "default") == "201"
     finally:
         stop_cluster(side)
         forget_images(side.dir)
@@ -479,7 +500,7 @@ def test_two_clusters_side_by_side_each_take_their_pods_to_their_own_api_server(
 def test_the_operators_helm_test_reaches_its_metrics_service_at_its_cluster_ip(cluster):
     """The chart's test pod curls the operator's metrics Service by name: CoreDNS gives its
     ClusterIP, and kube-proxy's rules in the node's namespace take it to the operator's pod."""
-    tested = cluster.helm("test", operator.RELEASE, "-n", operator.NAMESPACE)
+    tested = cluster.helm("test", "training-operator", "-n", "kubeflow")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "Phase:          Succeeded" in tested.stdout
 
@@ -488,7 +509,8 @@ def run_a_pod(c) -> None:
     """A probe pod running: containers, mounts and cgroups for `cluster down` to leave nothing of."""
     core = c.core()
     core.create_namespaced_pod("default", pod("sleeper", ["status"]))
-    c.wait_phase("sleeper", "default", ("Running",), 120, "the probe pod to run")
+    wait_for(lambda: core.read_namespaced_pod("sleeper", "default").status.phase == "Running", 120,
+             "the probe pod to run")
     assert any(p.exists() for p in host.cgroup_folders(c.dir)), "no cluster cgroup while up"
     assert host.mounts_under(c.dir / "node"), "containerd mounted nothing while a pod runs"
 

@@ -125,7 +125,7 @@ def test_an_image_the_registry_lacks_is_a_real_pull_failure_whose_fix_names_both
 def test_cluster_up_again_lays_a_changed_folder_over_the_image_and_new_pods_of_latest_run_it(cluster, ns, tmp_path):
     """The edit-and-rerun loop on the real node: `cluster up --image` on the running cluster builds
     and pushes again, and `latest` is pulled for each new pod (imagePullPolicy Always)."""
-    from tests.e2e.conftest import ENDED
+    from tests.support.waiting import wait_for
 
     core = cluster.core()
     said = []
@@ -139,6 +139,7 @@ def test_cluster_up_again_lays_a_changed_folder_over_the_image_and_new_pods_of_l
             {"name": "cat", "image": "registry.example.com/ml/edit", "command": ["cat", "message.txt"]}]}}
         core.create_namespaced_pod(ns, pod)
         name = f"edit-{i}"
-        cluster.wait_phase(name, ns, ENDED, 240, "the pod to run")
+        wait_for(lambda name=name: core.read_namespaced_pod(name, ns).status.phase in ("Succeeded", "Failed"), 240,
+                 "the pod to run")
         said.append(core.read_namespaced_pod_log(name, ns))
     assert said == ["first\n", "second\n"]
