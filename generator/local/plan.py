@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import Finding, UserError
+from generator.local import backends
 from generator.local.policy import Policy
 
 if TYPE_CHECKING:
@@ -43,18 +44,12 @@ class Plan:
     policy: Policy  # its kind's controller: restarts, success, the env shown
     active_deadline: int | None
     notes: list[str]
-    backend: Backend = field(default_factory=lambda: _processes())  # what runs its replicas
+    backend: Backend = field(default_factory=lambda: backends.default())  # what runs its replicas
 
     @property
     def disks(self) -> Path:
         """Each pod's own folders (emptyDirs, its container disk's outputs): fresh for every run."""
         return self.run_dir / DISKS
-
-
-def _processes() -> Backend:
-    from generator.local.backends.processes.backend import Processes
-
-    return Processes()
 
 
 def check_pods(pods: int, path: str, value: int, source: str = "") -> None:

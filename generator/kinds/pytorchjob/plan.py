@@ -6,8 +6,8 @@ from pathlib import Path
 
 from generator.kinds.pytorchjob import admission
 from generator.kinds.pytorchjob.contract import JobEnv, OperatorPolicy, operator_env
+from generator.local import backends
 from generator.local.backends.base import Backend
-from generator.local.backends.processes.backend import Processes
 from generator.local.plan import Plan, Replica, check_pods
 from generator.local.pods import Placement, Pod, checked, main_container, replica
 
@@ -30,7 +30,7 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", backend: Backend 
     pods = sum(n for _, n in order)
     check_pods(pods, "spec.pytorchReplicaSpecs.Worker.replicas", pods - 1)
     elastic = spec.get("elasticPolicy")
-    backend = backend or Processes()
+    backend = backend or backends.default()
     main = main_container(specs[order[0][0]]["template"]["spec"], admission.CONTAINER)
     port = backend.port(next((int(p["containerPort"]) for p in main.get("ports") or [] if p.get("name") == PORT_NAME),
                              DEFAULT_PORT))

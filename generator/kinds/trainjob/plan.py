@@ -6,8 +6,8 @@ from pathlib import Path
 
 from generator.kinds.trainjob import runtime
 from generator.kinds.trainjob.contract import JobSetPolicy
+from generator.local import backends
 from generator.local.backends.base import Backend
-from generator.local.backends.processes.backend import Processes
 from generator.local.plan import Plan, check_pods
 from generator.local.pods import Placement, Pod, checked, replica
 
@@ -22,7 +22,7 @@ def plan(objects: list[dict], run_dir: Path, namespace: str = "default", backend
     def dns(i: int) -> str:  # JobSet's pods: hostname <job>-node-0-<i> under the headless Service <job>
         return f"{resolved.name}-node-0-{i}.{resolved.name}"
 
-    backend = backend or Processes()
+    backend = backend or backends.default()
     port, master = backend.port(runtime.MASTER_PORT), backend.address(dns(0))
     placement = Placement(run_dir, namespace, backend)
     spec = resolved.pod["spec"]
