@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Pod:
-    """One pod to become a process: the job, its name in the job, and the spec it runs."""
+    """One pod to become a replica: the job, its name in the job, and the spec it runs."""
     job: str
     name: str
     role: str

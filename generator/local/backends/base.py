@@ -44,7 +44,8 @@ class Backend(ABC):
         return shlex.join(replica.argv)
 
     def folders(self, replica: Replica) -> set[str]:
-        """The replica's folders on this machine, where the summary looks for its outputs."""
+        """The replica's folders on this machine, where the summary looks for its outputs: its mounts
+        (a container's OUTPUT_DIR is a path inside it)."""
         return {str(f) for f in replica.mounts.values()}
 
     # --- the run -----------------------------------------------------------------------------------
