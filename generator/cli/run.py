@@ -26,47 +26,37 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
     """Run a job on this machine exactly as the operator would run it on a cluster (a TrainJob, or
     values with --target v2: as Kubeflow Trainer v2 runs it)."""
     from generator.container.programs import by_repository
-    from generator.errors import UserError
     from generator.kinds import source
     from generator.local import plan as local_plan
     from generator.local import runner as local_runner
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
 
     aliases = by_repository(aliases)  # this machine's programs stand for every tag of REPO
     loaded = source.read(file, release, namespace, target)
     objects, kind = loaded.objects, loaded.kind
     name = loaded.job["metadata"]["name"]
-    eng = network = None
+    # The one choice of how the pods run; the plan and the runner ask the backend for the rest.
     if container:
-        from generator.container import programs
-        from generator.images import engine
-        from generator.local import container_images, container_network, containers
+        from generator.local.backends.containers.backend import Containers
 
-        # The plan sees only the trainer's copies: a layer is code inside the image, not on this machine.
-        aliases, layers = container_images.refuse_aliases(aliases, programs.of("trainer").repository)
-        eng = engine.get(say=lambda line: click.echo(line, err=True))
-        network = container_network.network_for(eng, name)
-    plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, aliases, network)
+        backend = Containers.for_job(name, aliases, say)
+    else:
+        from generator.local.backends.processes.backend import Processes
+
+        backend = Processes(aliases)
+    plan = kind.plan(objects, Path(run_dir or Path("runs") / name), namespace, backend)
     # The plan is the output of a dry run, and a header on stderr before a real one.
     click.echo(local_plan.describe(plan, env=dry_run), err=not dry_run)
     for note in plan.notes:
-        click.echo(f"note: {note}", err=True)
-    if container:
-        try:
-            images = container_images.local_images(eng, plan, aliases, say=lambda line: click.echo(line, err=True),
-                                                   layers=layers)
-        except UserError as exc:
-            if not dry_run:
-                raise
-            click.echo(f"note: {exc}", err=True)  # a dry run shows the commands all the same, with the images as named
-            images = {}
-        if dry_run:
-            click.echo(containers.describe(plan, images, eng.name))
-            return
-        runner = containers.ContainerRunner(plan, eng, images)
-    elif dry_run:
+        say(f"note: {note}")
+    shown = backend.ready(plan, say, dry_run)
+    if dry_run:
+        if shown:
+            click.echo(shown)
         return
-    else:
-        runner = local_runner.Runner(plan)
+    runner = local_runner.Runner(plan)
     previous = runner.fresh_disks()
     if previous:
         click.echo(f"note: pods start with fresh disks: the last run's pod folders are now in {previous}", err=True)
@@ -88,10 +78,7 @@ def command(file, release, namespace, run_dir, dry_run, aliases, target, contain
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    if container:
-        with container_network.up(eng, plan, runner.owner, say=lambda line: click.echo(line, err=True)):
-            outcome = runner.run()
-    else:
+    with backend.around(plan, say):
         outcome = runner.run()
     if runner.output_closed:  # `| head` has what it wanted: the replicas are stopped, nothing more to say
         raise runner.output_closed

@@ -103,9 +103,9 @@ class JobKind(ABC):
                        self.target if from_values else self.kind, "convert turns PyTorchJobs into TrainJobs")
 
     @abstractmethod
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
-        """The local run: one process per pod (or, on `network`, one container), with the kind's
-        restart and success policy."""
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, backend=None):
+        """The local run: one replica per pod, as `backend` (local/backends/; None: processes, no
+        --image) runs it and places it, with the kind's restart and success policy."""
 
     # --- status ------------------------------------------------------------------------------------
     def condition(self, job: dict) -> tuple[str, dict]:

@@ -1,23 +1,25 @@
-"""A pod of a job as a process of this machine, or (on a Network) a container of its own image:
-its training container's command and env (the controller's variables over the pod's own), its
-volumes as folders. Each kind's plan (generator/kinds) makes the pods and the env it injects."""
+"""A pod of a job as its backend runs it (local/backends/: a process of this machine, or a container
+of its own image): its training container's command and env (the controller's variables over the
+pod's own), its volumes as folders. Each kind's plan (generator/kinds) makes the pods and the env
+it injects."""
 from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from generator.container import machine, programs
-from generator.container.command import SHM, NoCommand, PathError, container_path, on_host
-from generator.container.env import ConfigError, ShellSources, container_env, expand
+from generator.container.command import SHM
 from generator.errors import Finding, UserError
-from generator.job import quantity
-from generator.local.plan import DISKS, Container, Network, Replica
+from generator.local.plan import DISKS, Replica
+
+if TYPE_CHECKING:
+    from generator.local.backends.base import Backend
 
 
 @dataclass
 class Pod:
-    """One pod to become a process: the job, its name in the job, and the spec it runs."""
+    """One pod to become a replica: the job, its name in the job, and the spec it runs."""
     job: str
     name: str
     role: str
@@ -55,24 +57,19 @@ class Placement:
     while it makes them: the folder each claim became, the problems (each once) and the notes."""
     run_dir: Path
     namespace: str
-    aliases: dict[str, str] | None = None  # REPO -> the known image it is a copy of (--image)
-    network: Network | None = None  # containers on this network; None: processes
+    backend: Backend  # what runs the pods: processes of this machine, or containers
     shared: dict[str, Path] = field(default_factory=dict)  # claimName -> folder: one PVC is one folder for every pod
     problems: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
 def replica(pod: Pod, injected: dict[str, str], placement: Placement) -> Replica:
-    """A pod as a process: its container's command, its env with `injected` (the controller's
-    variables) over it, and its volumes as folders under the run folder. On the placement's network,
-    as a container of its own image on that network, with the same env and folders."""
-    run_dir, aliases, network, shared = placement.run_dir, placement.aliases, placement.network, placement.shared
-    problems, notes = placement.problems, placement.notes
+    """A pod as its placement's backend runs it: its training container with `injected` (the
+    controller's variables) over its env, and its volumes as folders under the run folder (a claim
+    one folder for every pod)."""
+    run_dir, shared, problems, notes = placement.run_dir, placement.shared, placement.problems, placement.notes
     container = main_container(pod.spec, pod.main)
     cwhere = f"{pod.where}.containers[{pod.main}]"
-    problems_here: list[Finding] = []
-    # A container runs its own image; only a process needs the image to be a program of this machine.
-    program = None if network else _check_image(container.get("image", ""), aliases, f"{cwhere}.image", problems_here)
     for other in pod.spec["containers"]:
         if other.get("name") != pod.main:
             notes.append(f"{pod.role}: sidecar container {other.get('name')} does not run locally")
@@ -95,107 +92,7 @@ def replica(pod: Pod, injected: dict[str, str], placement: Placement) -> Replica
                                     f"remove the symlink under {run_dir}, or use --run-dir elsewhere"))
     if container.get("envFrom"):
         notes.append(f"{pod.role}: envFrom sources live in the cluster; export what the job needs in this shell")
-    if network:
-        return _in_container(pod, container, injected, mounts, placement, cwhere)
-    # As the kubelet resolves them: $(VAR), the downward API; Secrets from this shell.
-    resolved = as_pod(pod, placement.namespace, injected)
-    container = next(c for c in resolved["spec"]["containers"] if c.get("name") == pod.main)
-    sources = ShellSources(cwhere)
-    program = program or programs.of("trainer")  # refused already: the rest is still checked, as the trainer
-    try:
-        # The image's ENV under the pod's, as the node builds it; the node's own additions are the README's differences.
-        env = container_env(resolved, container, program.env(), sources, machine.allocatable())
-        code = program.code_at(container)
-        # Started elsewhere than the shell's folder, the process must find a relative run folder all the same.
-        moved = bool(code or container.get("workingDir"))
-        host = on_host(program.entrypoint, container, env, {k: v.absolute() for k, v in mounts.items()} if moved else mounts,
-                       (run_dir / DISKS / pod.name).absolute() if moved else run_dir / DISKS / pod.name, program.env(),
-                       code)
-    except ConfigError as exc:
-        problems_here.append(Finding(f"{cwhere}.env", str(exc),
-                                     hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
-        host = None
-    except PathError as exc:
-        problems_here.append(Finding(f"{cwhere}.{exc.field}", str(exc)))
-        host = None
-    except NoCommand as exc:
-        problems_here.append(Finding(f"{cwhere}.command", f"{exc} ({program.repository} runs as {program.what})",
-                                     container.get("image"),
-                                     hint="write the command the image would run, e.g. [python, /workspace/train.py]"))
-        host = None
-    problems.extend(p for p in [*problems_here, *sources.problems] if p not in problems)  # once per spec, not per replica
-    if host is None:
-        return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [], {}, mounts)
-    return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, host.argv, host.env, mounts, host.cwd)
-
-
-
-def _in_container(pod: Pod, container: dict, injected: dict[str, str], mounts: dict[str, Path], placement: Placement,
-                  cwhere: str) -> Replica:
-    """The pod as a container of its image on the placement's network: its env resolved as the kubelet
-    does, over nothing of this machine's (the engine puts the image's ENV under it), its securityContext,
-    limits and /dev/shm."""
-    namespace, network, problems, notes = placement.namespace, placement.network, placement.problems, placement.notes
-    address = network.address(pod.rank)
-    resolved = as_pod(pod, namespace, injected, address, network.gateway)
-    container = main_container(resolved["spec"], pod.main)
-    sources = ShellSources(cwhere)
-    here: list[Finding] = []
-    env: dict[str, str] = {}
-    try:
-        env = container_env(resolved, container, {}, sources, machine.allocatable())
-    except ConfigError as exc:
-        here.append(Finding(f"{cwhere}.env", str(exc),
-                            hint="use a value, a fieldRef the downward API offers, or a Secret or ConfigMap key"))
-    command = [expand(str(a), env) for a in container.get("command") or []]
-    args = [expand(str(a), env) for a in container.get("args") or []]
-    pod_sc, sc = pod.spec.get("securityContext") or {}, container.get("securityContext") or {}
-
-    def pick(key: str):
-        return sc[key] if sc.get(key) is not None else pod_sc.get(key)
-
-    uid, gid = pick("runAsUser"), pick("runAsGroup")
-    if pick("runAsNonRoot") and uid == 0:  # the kubelet's CreateContainerConfigError
-        here.append(Finding(f"{cwhere}.securityContext.runAsUser", "is root under runAsNonRoot, which the kubelet "
-                            "refuses to start", 0, hint="run as a non-root uid, such as the image's (1000 for the trainer's)"))
-    if gid is not None and uid is None:
-        notes.append(f"{pod.role}: runAsGroup without runAsUser is not applied to the container (podman's --user needs "
-                     "the user); the image's USER runs with its own group")
-    limits = (container.get("resources") or {}).get("limits") or {}
-    if any(k.endswith("/gpu") for k in limits):
-        notes.append(f"{pod.role}: the container gets no GPU here (its limits name {', '.join(k for k in limits if k.endswith('/gpu'))})")
-    memory = int(quantity.parse(str(limits["memory"]))) if limits.get("memory") else None
-    cpus = format(quantity.parse(str(limits["cpu"])).normalize(), "f") if limits.get("cpu") else None
-    volumes = {v["name"]: v for v in pod.spec.get("volumes") or []}
-    shm = None
-    for mount in container.get("volumeMounts") or []:
-        empty = (volumes.get(mount["name"]) or {}).get("emptyDir")
-        if mount["mountPath"] == SHM and empty is not None and empty.get("medium") == "Memory":
-            # A memory emptyDir is as large as its sizeLimit, else as the pod's memory may be.
-            size = empty.get("sizeLimit")
-            shm = int(quantity.parse(str(size))) if size else memory or machine.memory_bytes()
-    claims = {m["mountPath"] for m in container.get("volumeMounts") or []
-              if (volumes.get(m["name"]) or {}).get("persistentVolumeClaim") and m["mountPath"] != SHM}
-    caps = sc.get("capabilities") or {}
-    try:
-        workdir = container_path("workingDir", container["workingDir"]) if container.get("workingDir") else None
-    except PathError as exc:
-        here.append(Finding(f"{cwhere}.{exc.field}", str(exc)))
-        workdir = None
-    problems.extend(p for p in [*here, *sources.problems] if p not in problems)
-    spec = Container(
-        image=container.get("image", ""), command=command, args=args, hostname=pod.hostname, dns=pod.dns,
-        address=address, workdir=workdir, uid=None if uid is None else int(uid),
-        gid=None if gid is None or uid is None else int(gid),
-        groups=[int(g) for g in dict.fromkeys([*([pod_sc["fsGroup"]] if pod_sc.get("fsGroup") is not None else []),
-                                               *(pod_sc.get("supplementalGroups") or [])])],
-        fs_group=None if pod_sc.get("fsGroup") is None else int(pod_sc["fsGroup"]), non_root=bool(pick("runAsNonRoot")),
-        read_only=bool(sc.get("readOnlyRootFilesystem")), privileged=bool(sc.get("privileged")),
-        no_new_privileges=sc.get("allowPrivilegeEscalation") is False and not sc.get("privileged"),
-        cap_drop=[str(c) for c in caps.get("drop") or []], cap_add=[str(c) for c in caps.get("add") or []],
-        memory=memory, cpus=cpus, shm=shm, claims=claims,
-        read_only_mounts={m["mountPath"] for m in container.get("volumeMounts") or [] if m.get("readOnly")})
-    return Replica(pod.name, pod.role, pod.rank, pod.restart_policy, [*command, *args], env, mounts, None, spec)
+    return placement.backend.replica(pod, container, injected, mounts, placement, cwhere)
 
 
 def launch_warnings(argv: list[str]) -> list[str]:
@@ -239,28 +136,6 @@ def _trainer_rejects(args: list[str]) -> str:
 def _has_nvidia_gpu() -> bool:
     gpus = Path("/proc/driver/nvidia/gpus")
     return gpus.is_dir() and any(gpus.iterdir())
-
-
-def _check_image(image: str, aliases: dict[str, str] | None, where: str,
-                 problems: list[Finding]) -> programs.Program | None:
-    """The image map of `--image`: the trainer image, a copy of it, or your own code
-    (`--image REPO=host` or `REPO=DIR[:PATH]`); None, with a finding, for what this machine cannot run."""
-    trainer = programs.of("trainer").repository
-    repo = programs.repository(image)
-    try:
-        program = programs.resolve(image, aliases)
-    except programs.ImagePullError as exc:
-        if repo in (aliases or {}):  # mapped, to what is not here (a folder removed since)
-            problems.append(Finding(where, str(exc), image))
-            return None
-        program = None
-    if program is not None and program.mode == programs.HOST:
-        return program
-    what = "is not an image this machine has" if program is None else f"is the {program.role} image, not a training one"
-    problems.append(Finding(where, what, image, hint=f"for your own code pass {programs.own_code(repo)}; "
-                                                     f"`--image {repo}={trainer}` if it is a build of the trainer (its "
-                                                     "python runs this checkout)"))
-    return None
 
 
 def checked(replicas: list[Replica], problems: list[Finding], notes: list[str], source: str) -> list[str]:

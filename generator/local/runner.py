@@ -15,7 +15,6 @@ from pathlib import Path
 from generator.container.process import Process, backoff, stop_together
 from generator.local.plan import Plan, Replica
 
-PASSED_THROUGH = ("HOME", "TMPDIR", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 GRACE_SECONDS = 10.0  # SIGTERM to SIGKILL, as a pod's terminationGracePeriod
 TAIL_LINES = 15
 COLOURS = ["36", "33", "35", "32", "34", "31"]
@@ -34,13 +33,6 @@ class State:
     next_start: float | None = None  # set while it waits out the back-off
     same: int = 0  # failures in a row that ended alike
     last_failure: tuple = ()
-
-
-def process_env(replica: Replica, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The replica's env (the image's ENV with the pod's over it, as the plan resolved them) and, of
-    this shell, only what a node would also give: a home, a temp folder, the locale, the GPUs it may use."""
-    shell = os.environ if environ is None else environ
-    return {**{k: v for k, v in shell.items() if k in PASSED_THROUGH}, **replica.env}
 
 
 @dataclass
@@ -80,19 +72,11 @@ class Runner:
                 self.output_closed = exc
                 self.stop_requested = self.stop_requested or "the output was closed"
 
-    # -- processes ------------------------------------------------------------------------
-    def _prepare(self, replica: Replica) -> None:
-        """Its volume folders, before each start."""
-        for folder in [*replica.mounts.values(), *([replica.cwd] if replica.cwd else [])]:
-            folder.mkdir(parents=True, exist_ok=True)
-
-    def _launch(self, replica: Replica, line) -> Process:
-        return Process(replica.argv, process_env(replica), line, cwd=replica.cwd, isolate=True)
-
+    # -- replicas, as the plan's backend starts them --------------------------------------
     def _start(self, state: State) -> None:
         r = state.replica
         try:
-            self._prepare(r)
+            self.plan.backend.prepare(r)
         except OSError as exc:  # as a kubelet's FailedMount: the job stops through the usual path
             state.proc, state.status, state.exit_code = None, "Failed", None
             state.tail.append(f"cannot make its volume folder: {exc}")
@@ -103,7 +87,7 @@ class Runner:
             self._emit(state, text)
 
         try:
-            state.proc = self._launch(r, line)
+            state.proc = self.plan.backend.launch(self.plan, r, line)
         except OSError as exc:
             # proc None marks "could not start", also for a restart after an earlier life
             state.proc, state.status, state.exit_code = None, "Failed", 127
@@ -225,9 +209,7 @@ def summary(outcome: Outcome, plan: Plan) -> str:
         code = "-" if s.exit_code is None else str(s.exit_code)
         lines.append(f"{s.replica.name:<12}{s.status:<11}{s.restarts:>9}{code:>6}{s.wall:>9.1f}")
     lines.append(("job succeeded: " if outcome.succeeded else "job failed: ") + outcome.reason)
-    # A container's OUTPUT_DIR is a path inside it: its folders here are its mounts.
-    folders = sorted({str(f) for r in plan.replicas for f in r.mounts.values()} |
-                     {r.env["OUTPUT_DIR"] for r in plan.replicas if "OUTPUT_DIR" in r.env and not r.container})
+    folders = sorted({f for r in plan.replicas for f in plan.backend.folders(r)})
     for folder in folders:
         if os.path.isdir(folder) and os.listdir(folder):
             lines.append(f"outputs in {folder}: {', '.join(sorted(os.listdir(folder)))}")

@@ -78,10 +78,10 @@ class PyTorchJob(JobKind):
     def not_convertible(self, from_values: bool) -> Finding | None:
         return None  # convert's own input
 
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, backend=None):
         from generator.kinds.pytorchjob import plan
 
-        return plan.plan(self.job_of(objects), run_dir, namespace, aliases, network)
+        return plan.plan(self.job_of(objects), run_dir, namespace, backend)
 
     def replica_counts(self, job: dict) -> dict[str, dict[str, int]]:
         statuses = (job.get("status") or {}).get("replicaStatuses") or {}

@@ -1,23 +1,24 @@
-"""A PyTorchJob on this machine: one process per replica (or, on a Network, one container), a
+"""A PyTorchJob on this machine: one replica per pod (a process, or a container: its backend's), a
 Master and Workers with the env the operator injects, run under the operator's policy."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from generator.container.ports import free_port
 from generator.kinds.pytorchjob import admission
 from generator.kinds.pytorchjob.contract import JobEnv, OperatorPolicy, operator_env
-from generator.local.plan import Network, Plan, Replica, check_pods
+from generator.local import backends
+from generator.local.backends.base import Backend
+from generator.local.plan import Plan, Replica, check_pods
 from generator.local.pods import Placement, Pod, checked, main_container, replica
 
 DEFAULT_PORT, PORT_NAME = 23456, "pytorchjob-port"  # the operator's Master port, unless the container names one
 
 
-def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None,
-         network: Network | None = None) -> Plan:
+def plan(job: dict, run_dir: Path, namespace: str = "default", backend: Backend | None = None) -> Plan:
     """Raises UserError for what cannot run here (a Secret value that is not in the shell, an image
-    this machine does not have, ...). `aliases`: REPO -> the known image it is a copy of. With
-    `network`, containers: the Master by its name and its pytorchjob-port, as on a cluster."""
+    this machine does not have, ...). The pods meet where `backend` (default: processes) puts the
+    operator's names and ports: the Master's Service and its pytorchjob-port, elastic rendezvous at
+    Worker 0's."""
     name = job["metadata"]["name"]
     spec = job["spec"]
     specs = spec["pytorchReplicaSpecs"]
@@ -29,18 +30,15 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     pods = sum(n for _, n in order)
     check_pods(pods, "spec.pytorchReplicaSpecs.Worker.replicas", pods - 1)
     elastic = spec.get("elasticPolicy")
-    if network:
-        main = main_container(specs[order[0][0]]["template"]["spec"], admission.CONTAINER)
-        port = next((int(p["containerPort"]) for p in main.get("ports") or [] if p.get("name") == PORT_NAME), DEFAULT_PORT)
-        rdzv_port = int((elastic or {}).get("rdzvPort") or port)
-        # As the operator names its Services: one per replica; elastic rendezvous at Worker 0's.
-        master, rdzv = f"{name}-master-0", f"{name}-worker-0:{rdzv_port}"
-    else:
-        port = free_port()
-        rdzv_port = free_port() if elastic else None
-        master, rdzv = "127.0.0.1", f"127.0.0.1:{rdzv_port}"
+    backend = backend or backends.default()
+    main = main_container(specs[order[0][0]]["template"]["spec"], admission.CONTAINER)
+    port = backend.port(next((int(p["containerPort"]) for p in main.get("ports") or [] if p.get("name") == PORT_NAME),
+                             DEFAULT_PORT))
+    rdzv_port = backend.port(int(elastic.get("rdzvPort") or port)) if elastic else None
+    # As the operator names its Services: one per replica; elastic rendezvous at Worker 0's.
+    master, rdzv = backend.address(f"{name}-master-0"), f"{backend.address(f'{name}-worker-0')}:{rdzv_port}"
     job_env = JobEnv(pods, per_pod, nproc, port, elastic, has_master="Master" in specs, rdzv=rdzv, master=master)
-    placement = Placement(run_dir, namespace, aliases, network)
+    placement = Placement(run_dir, namespace, backend)
     replicas: list[Replica] = []
     rank = 0
     for role, count in order:
@@ -58,4 +56,4 @@ def plan(job: dict, run_dir: Path, namespace: str = "default", aliases: dict[str
     notes = checked(replicas, placement.problems, placement.notes, name)
     run_policy = spec.get("runPolicy") or {}
     policy = OperatorPolicy(run_policy.get("backoffLimit"), "Master" in specs, elastic is not None)
-    return Plan(name, run_dir, replicas, policy, run_policy.get("activeDeadlineSeconds"), notes, network=network)
+    return Plan(name, run_dir, replicas, policy, run_policy.get("activeDeadlineSeconds"), notes, backend=backend)

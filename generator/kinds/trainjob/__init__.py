@@ -120,10 +120,10 @@ class TrainJob(JobKind):
         return Finding("kind", f"is already a {self.kind}, Trainer v2's own kind", self.kind,
                        "nothing to convert: `generator run` and `submit` take it as it is")
 
-    def plan(self, objects: list[dict], run_dir: Path, namespace: str, aliases: dict[str, str] | None, network=None):
+    def plan(self, objects: list[dict], run_dir: Path, namespace: str, backend=None):
         from generator.kinds.trainjob import plan
 
-        return plan.plan(objects, run_dir, namespace, aliases, network)
+        return plan.plan(objects, run_dir, namespace, backend)
 
     def running_without_condition(self, job: dict) -> bool:
         """Trainer sets no Running condition: it runs once any of its Jobs is active, and still runs

@@ -1,29 +1,30 @@
-"""A TrainJob on this machine: its nodes alike, each one process (or, on a Network, one container)
-running torchrun with only the PET_* variables Trainer's torch plugin sets, under JobSet's policy."""
+"""A TrainJob on this machine: its nodes alike, each one replica (a process, or a container: its
+backend's) running torchrun with only the PET_* variables Trainer's torch plugin sets, under JobSet's policy."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from generator.container.ports import free_port
 from generator.kinds.trainjob import runtime
 from generator.kinds.trainjob.contract import JobSetPolicy
-from generator.local.plan import Network, Plan, check_pods
+from generator.local import backends
+from generator.local.backends.base import Backend
+from generator.local.plan import Plan, check_pods
 from generator.local.pods import Placement, Pod, checked, replica
 
 
-def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases: dict[str, str] | None = None,
-         network: Network | None = None) -> Plan:
-    """A Trainer v2 TrainJob (its runtime beside it, or upstream's torch-distributed). With `network`,
-    containers: node 0 by its name under JobSet's headless Service, port 29500, as on a cluster."""
+def plan(objects: list[dict], run_dir: Path, namespace: str = "default", backend: Backend | None = None) -> Plan:
+    """A Trainer v2 TrainJob (its runtime beside it, or upstream's torch-distributed). The nodes meet
+    where `backend` (default: processes) puts node 0's name under JobSet's headless Service and port
+    29500."""
     resolved = runtime.resolve(objects)
     check_pods(resolved.nodes, "spec.trainer.numNodes", resolved.nodes, resolved.name)
 
     def dns(i: int) -> str:  # JobSet's pods: hostname <job>-node-0-<i> under the headless Service <job>
         return f"{resolved.name}-node-0-{i}.{resolved.name}"
 
-    # 29500 on a cluster, where each pod has its own address; a free one on this machine's loopback.
-    port, master = (runtime.MASTER_PORT, dns(0)) if network else (free_port(), "127.0.0.1")
-    placement = Placement(run_dir, namespace, aliases, network)
+    backend = backend or backends.default()
+    port, master = backend.port(runtime.MASTER_PORT), backend.address(dns(0))
+    placement = Placement(run_dir, namespace, backend)
     spec = resolved.pod["spec"]
     replicas = []
     for i in range(resolved.nodes):
@@ -35,4 +36,4 @@ def plan(objects: list[dict], run_dir: Path, namespace: str = "default", aliases
                                     dns=dns(i)), env, placement))
     notes = checked(replicas, placement.problems, placement.notes, resolved.name)
     return Plan(resolved.name, run_dir, replicas, JobSetPolicy(resolved.node_backoff_limit, resolved.max_set_restarts),
-                resolved.active_deadline, notes, network=network)
+                resolved.active_deadline, notes, backend=backend)

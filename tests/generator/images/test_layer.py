@@ -14,7 +14,7 @@ import pytest
 from generator.container import programs
 from generator.controlplane import user_images
 from generator.images import engine
-from generator.local import container_images
+from generator.local.backends.containers import images as container_images
 
 pytestmark = pytest.mark.skipif(not shutil.which("podman"), reason="needs podman (generator image build installs it)")
 

@@ -1,27 +1,21 @@
-"""`run --container`: each replica as a container of its own image, with the engine the images are
-built with (podman here: runc and the project's containers.conf), on a network of the job's own
-(container_network.py), each image the local one it runs as (container_images.py).
+"""Each replica's `engine run` (podman here: runc and the project's containers.conf) on the job's
+network, and the engine's client as the replica's process: the container's output and exit code,
+signals sent to the container through the engine.
 
 Every pod has an address on that network that the plan chose (the subnet's .2 on), and every pod
 finds the others by the names a cluster's DNS gives them (the operator's per-replica Services,
 Trainer's `<pod>.<job>`) in its /etc/hosts: no DNS server on the network is needed, which podman's
-CNI networks lack. The runner's restart and success rules are the process runner's; only how a
-replica starts and stops differs. Nothing outlives the run: the containers and the network go in
-a `finally`, a watcher in a session of its own removes them after a run killed with SIGKILL, and
-the job's next run removes what even that left."""
+CNI networks lack."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 
-from generator.container.ownership import own, own_tree
 from generator.container.process import Process
 from generator.images import engine as engine_
-from generator.local.container_network import LABEL, name, token
+from generator.local.backends.containers.network import LABEL, name
 from generator.local.plan import Plan, Replica
-from generator.local.runner import Runner
 
 # Variables the engine's client reads itself: a container's value for one of them goes on the
 # command line, every other by name from the client's environment, so that values (Secrets from
@@ -35,7 +29,7 @@ def argv(plan: Plan, replica: Replica, image: str, engine: str = engine_.PODMAN,
     groups and capabilities, read-only root, limits and /dev/shm, and the command or the image's
     ENTRYPOINT with its args. `image` is the local name the job's image runs as."""
     c = replica.container
-    out = [engine, "run", "--rm", "--name", name(replica), "--hostname", c.hostname, "--network", plan.network.name,
+    out = [engine, "run", "--rm", "--name", name(replica), "--hostname", c.hostname, "--network", plan.backend.network.name,
            "--ip", c.address]
     for other in plan.replicas:
         out += ["--add-host", f"{other.container.dns}:{other.container.address}"]
@@ -96,38 +90,6 @@ class ContainerProcess(Process):
     def kill_group(self) -> None:
         self.engine.run("kill", "--signal", "9", self.container, check=False, timeout=60)
         super().kill_group()
-
-
-class ContainerRunner(Runner):
-    """The process runner's rules, each replica a container of its image (`images`: the job's image
-    -> the local one it runs as)."""
-
-    def __init__(self, plan: Plan, eng: engine_.Engine, images: dict[str, str], out=None, colour: bool | None = None):
-        super().__init__(plan, out, colour)
-        self.engine, self.images, self.owner = eng, images, token()
-        self.started: set[str] = set()
-
-    def _prepare(self, replica: Replica) -> None:
-        """Volume folders as a node makes them: an emptyDir, and a claim of the local-path
-        provisioner, any user of the pod may write; with fsGroup (when this process may change a
-        group), they and what a claim holds belong to it."""
-        super()._prepare(replica)
-        c = replica.container
-        for path, folder in replica.mounts.items():
-            folder.chmod(0o777)
-            if c.fs_group is not None and os.geteuid() == 0:
-                if path in c.claims:
-                    own_tree(folder, c.fs_group)
-                else:
-                    own(folder, c.fs_group, 0o2777)
-
-    def _launch(self, replica: Replica, line) -> Process:
-        container = name(replica)
-        if container in self.started:  # a restart: the last container may still be being removed
-            self.engine.run("rm", "--force", container, check=False, timeout=120)
-        self.started.add(container)
-        command = argv(self.plan, replica, self.images[replica.container.image], self.engine.name, self.owner)
-        return ContainerProcess(self.engine, container, command, client_env(replica, self.engine.environ()), line)
 
 
 def describe(plan: Plan, images: dict[str, str], engine: str) -> str:

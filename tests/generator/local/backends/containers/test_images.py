@@ -1,6 +1,6 @@
 """`--image` under --container: the mappings that would run this machine's programs are refused,
 saying what to do instead; a copy of the trainer and a folder laid over the job's image are taken."""
-from generator.local import container_images
+from generator.local.backends.containers import images as container_images
 from tests.support import local_jobs
 from tests.support.cli_helpers import run
 

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from generator.local import container_network
+from generator.local.backends.containers import network as container_network
 
 
 def test_the_network_takes_a_subnet_no_network_or_route_of_this_machine_has():

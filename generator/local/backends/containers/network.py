@@ -12,15 +12,31 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator import paths
 from generator.errors import UserError
 from generator.images import engine as engine_
-from generator.local.plan import Network, Plan, Replica
+from generator.local.plan import Plan, Replica
 
 LABEL = "io.pytorchjob-kit.run"  # on the job's network and containers: the run that owns them (pid-starttime)
 POOL = ipaddress.ip_network("10.89.0.0/16")  # podman's own pool for the networks it makes
+
+
+@dataclass(frozen=True)
+class Network:
+    """The job's own container network: pod i at the subnet's address i+2 (.1 is the gateway, this
+    machine), so that the plan knows every address before a container starts."""
+    name: str
+    subnet: str  # an IPv4 CIDR
+
+    def address(self, index: int) -> str:
+        return str(ipaddress.ip_network(self.subnet).network_address + 2 + index)
+
+    @property
+    def gateway(self) -> str:
+        return str(ipaddress.ip_network(self.subnet).network_address + 1)
 
 
 def token(pid: int | None = None) -> str:
@@ -86,10 +102,10 @@ def _labels(answer: dict) -> dict:
     return (answer.get("Config") or {}).get("Labels") or answer.get("labels") or answer.get("Labels") or {}
 
 
-def _clear(eng: engine_.Engine, plan: Plan, say) -> None:
+def _clear(eng: engine_.Engine, plan: Plan, net: Network, say) -> None:
     """The job's names free for this run: what a killed earlier run of it left is removed; a run of
     it still going, or something else of the same name, is refused."""
-    for kind, names in (("container", [name(r) for r in plan.replicas]), ("network", [plan.network.name])):
+    for kind, names in (("container", [name(r) for r in plan.replicas]), ("network", [net.name])):
         for found in names:
             proc = eng.run(kind, "inspect", found, check=False)
             if proc.returncode:
@@ -125,17 +141,16 @@ def _watcher(eng: engine_.Engine, owner: str) -> subprocess.Popen:
     """reap() in a session of its own, which outlives this process whatever ends it."""
     where = str(paths.PACKAGE.parent)
     env = {**eng.environ(), "PYTHONPATH": os.pathsep.join(filter(None, [where, os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, "-c", "import sys; from generator.local.container_network import reap; "
+    return subprocess.Popen([sys.executable, "-c", "import sys; from generator.local.backends.containers.network import reap; "
                              "reap(sys.argv[1], sys.argv[2])", owner, eng.name], env=env, start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 @contextmanager
-def up(eng: engine_.Engine, plan: Plan, owner: str, say=print) -> Iterator[None]:
+def up(eng: engine_.Engine, plan: Plan, net: Network, owner: str, say=print) -> Iterator[None]:
     """The job's network for the run; in any case after it, its containers and the network removed
     (by a watcher of its own when this process is killed with SIGKILL)."""
-    _clear(eng, plan, say)
-    net = plan.network
+    _clear(eng, plan, net, say)
     watcher = _watcher(eng, owner)
     made = False  # until the network is ours, the names may be another run's that took them meanwhile
     try:

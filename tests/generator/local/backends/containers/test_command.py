@@ -10,12 +10,14 @@ from generator import helm, paths
 from generator.errors import UserError
 from generator.kinds.pytorchjob import plan as v1_plan
 from generator.kinds.trainjob import plan as v2_plan
-from generator.local import containers
 from generator.local import plan as local_plan
+from generator.local.backends.containers import command as containers
+from generator.local.backends.containers.backend import Containers
+from generator.local.backends.containers.network import Network
 from tests.support import docs, local_jobs
 from tests.support.cli_helpers import run
 
-NETWORK = local_plan.Network("demo", "10.89.7.0/24")
+CONTAINERS = Containers(Network("demo", "10.89.7.0/24"))
 # The demo's values (`make demo`): 1 Master + 2 Workers of the trainer, the output claim on the Master.
 DEMO = {"job": {"name": "demo"}, "topology": {"workers": 2},
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
@@ -28,7 +30,7 @@ def value(argv: list[str], flag: str) -> list[str]:
 
 def test_each_replica_of_the_demo_runs_its_image_by_the_operators_names_as_the_pods_user(tmp_path):
     job = next(o for o in helm.render_objects(paths.JOB_CHART, DEMO) if o["kind"] == "PyTorchJob")
-    plan = v1_plan.plan(job, tmp_path, network=NETWORK)
+    plan = v1_plan.plan(job, tmp_path, backend=CONTAINERS)
     master, worker0, worker1 = plan.replicas
     # The operator's env, with the Master by its Service's name and its pytorchjob-port.
     assert (worker1.env["MASTER_ADDR"], worker1.env["MASTER_PORT"], worker1.env["WORLD_SIZE"], worker1.env["RANK"]) == \
@@ -62,7 +64,7 @@ def test_trainer_v2_nodes_meet_at_node_0_under_the_jobs_headless_service_on_port
     values = {**DEMO, "target": "v2", "job": {"name": "digits-v2"}, "topology": {"workers": 1},
               "output": {"enabled": True, "mountOn": "all", "accessModes": ["ReadWriteMany"]}}
     plan = v2_plan.plan(helm.render_objects(paths.JOB_CHART, values), tmp_path,
-                                    network=local_plan.Network("digits-v2", "10.89.3.0/24"))
+                                    backend=Containers(Network("digits-v2", "10.89.3.0/24")))
     node0, node1 = plan.replicas
     assert {k: node1.env[k] for k in ("PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NODE_RANK", "PET_NNODES")} == {
         "PET_MASTER_ADDR": "digits-v2-node-0-0.digits-v2", "PET_MASTER_PORT": "29500", "PET_NODE_RANK": "1",
@@ -90,7 +92,7 @@ def test_a_containers_own_settings_become_the_engines_flags_and_secrets_stay_off
                   {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}])
     pod["volumes"] = [{"name": "scratch", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     monkeypatch.setenv("TOKEN", "s3cret")
-    plan = v1_plan.plan(body, tmp_path, network=NETWORK)
+    plan = v1_plan.plan(body, tmp_path, backend=CONTAINERS)
     (master,) = plan.replicas
     argv = containers.argv(plan, master, "registry.example.com/ml/own:2", engine="docker")
     assert json.loads(value(argv, "--entrypoint")[0]) == ["bash", "-c", "echo hi"]  # $(VAR) expanded as Kubernetes does
@@ -109,7 +111,7 @@ def test_a_containers_own_settings_become_the_engines_flags_and_secrets_stay_off
     c["securityContext"] = {"runAsUser": 0}
     pod["securityContext"] = {"runAsNonRoot": True}
     with pytest.raises(UserError) as refused:
-        v1_plan.plan(body, tmp_path, network=NETWORK)
+        v1_plan.plan(body, tmp_path, backend=CONTAINERS)
     assert "containers[pytorch].securityContext.runAsUser" in str(refused.value) and "runAsNonRoot" in str(refused.value)
 
 
@@ -127,5 +129,5 @@ def test_the_readmes_container_run_prints_the_plan_it_shows(tmp_path):
     code, _, err = run(*demo.split(), str(tmp_path / "demo-values.yaml"))
     assert code == 0, err
     loaded = source.read(str(tmp_path / "demo-values.yaml"), "demo", "default", None)
-    plan = loaded.kind.plan(loaded.objects, Path("runs/demo"), "default", None, local_plan.Network("demo", "10.89.0.0/24"))
+    plan = loaded.kind.plan(loaded.objects, Path("runs/demo"), "default", Containers(Network("demo", "10.89.0.0/24")))
     assert shown.splitlines()[:2] == local_plan.describe(plan).splitlines()[:2]
