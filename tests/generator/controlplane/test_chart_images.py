@@ -42,7 +42,7 @@ def test_a_mirror_of_the_operator_the_registry_lacks_is_named_as_the_pod_would_p
 
 
 def test_cluster_up_f_refuses_an_operator_image_the_registry_lacks_naming_it_and_how_to_load_it():
-    """`cluster up -f` on the real node, before the supervisor starts: a refusal in seconds, not a
+    """`cluster up -f`, before the supervisor starts: a refusal in seconds, not a
     timeout's wait for an operator whose image can never be pulled."""
     from generator.controlplane import lifecycle
     from generator.errors import UserError
@@ -55,7 +55,7 @@ def test_cluster_up_f_refuses_an_operator_image_the_registry_lacks_naming_it_and
         message = str(refused)
     else:
         raise AssertionError("an operator image the registry lacks was let through")
-    assert message.startswith("-f operator.yaml: the real node pulls registry.example.com/mirror/training-operator:v1 "
+    assert message.startswith("-f operator.yaml: the node pulls registry.example.com/mirror/training-operator:v1 "
                               "from the registry on this machine, which does not hold it")
     assert "`python -m generator image load registry.example.com/mirror/training-operator:v1`" in message
     everything_else.names.add("registry.example.com/mirror/training-operator:v1")
