@@ -120,6 +120,9 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+# Two trainings side by side, three times (about 30 s each): the slow tier's, so `make test` keeps
+# within 5 minutes.
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["hangs", "refuses", "is not there"])
 def test_a_server_that_hangs_or_refuses_leaves_training_time_unchanged_and_is_named_once(tmp_path, kind):
     server = StatusServer(tmp_path, answer=None if kind == "hangs" else 403)
