@@ -9,8 +9,9 @@ VARIANT ?= auto
 
 # Test workers for `make test`: one per core by default; TEST_JOBS=1 runs the suite in one process.
 TEST_JOBS ?= auto
-# Test workers for `make e2e`, each taking whole files and bringing up the clusters they need:
-# two clusters side by side fit a 2-core machine, as the suite mostly waits on its controllers.
+# Test workers for `make e2e`, each taking whole files and holding one cluster at a time: two clusters
+# side by side fit a 2-core machine, as the suite mostly waits on its controllers; fewer run where
+# the disk cannot hold that many clusters' images (tests/support/e2e_workers.py says so).
 E2E_JOBS ?= 2
 
 .PHONY: venv test test-slow e2e e2e-binaries e2e-image lint golden docs demo bench image clean dist version
@@ -43,8 +44,9 @@ test-slow: venv
 e2e: venv $(VENV)/kubeflow-sdk/bin/python $(VENV)/kubeflow-sdk-v2/bin/python
 	$(MAKE) --no-print-directory -j2 e2e-binaries e2e-image
 	$(PY) -m generator image registry up --quiet
+	workers=$$($(PY) -m tests.support.e2e_workers $(E2E_JOBS)) && \
 	KUBEFLOW_SDK_PYTHON=$(VENV)/kubeflow-sdk/bin/python KUBEFLOW_SDK_V2_PYTHON=$(VENV)/kubeflow-sdk-v2/bin/python \
-		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $(E2E_JOBS) --dist loadfile --durations=10
+		$(PY) -m pytest -q -m e2e tests/e2e tests/charts -n $$workers --dist loadfile --durations=10
 
 # The two builds side by side, each line as it comes (make's --output-sync would hold a recipe's
 # output until it ends: 50 silent minutes on a first run), marked with its build's name; each build

@@ -257,17 +257,67 @@ def pull_images(cluster: LocalCluster, images: list[str], within: float = 240) -
         core.delete_namespaced_pod("pull-images", "default", grace_period_seconds=0)
 
 
+def owns_clusters(module) -> bool:
+    """Whether a module brings up clusters of its own (its own operator values or node options, a
+    `cluster` fixture of its own, or `cluster up` in its tests, said by OWN_CLUSTERS) rather than
+    using the shared one."""
+    return getattr(module, "OWN_CLUSTERS", False) or any(
+        name in vars(module) for name in ("operator_values", "node_options", "cluster"))
+
+
+def pytest_collection_modifyitems(items):
+    """Modules with clusters of their own first (one file per test process at a time, `--dist
+    loadfile`): each process then goes on to the shared cluster once, rather than stopping and
+    starting it between modules, and the longest modules start first."""
+    items.sort(key=lambda item: not (item.get_closest_marker("e2e") and owns_clusters(item.module)))
+
+
+class Shared:
+    """This test process's shared cluster, started when a module first needs it and stopped before a
+    module that brings up clusters of its own: each cluster's containerd unpacks the trainer's image
+    anew (5 GB and more), so a process holds one cluster's images at a time, and two processes two."""
+
+    def __init__(self, folder):
+        self.folder = folder  # a new folder for each start
+        self.cluster: LocalCluster | None = None
+
+    def get(self) -> LocalCluster:
+        if self.cluster is None:
+            c = start_cluster(self.folder(), SHARED_VALUES, SHARED_NODE)
+            try:
+                pull_images(c, [trainer_image()])
+            except BaseException:
+                _down(c)
+                raise
+            self.cluster = c
+        return self.cluster
+
+    def release(self) -> None:
+        if self.cluster is not None:
+            c, self.cluster = self.cluster, None
+            _down(c)
+
+
+def _down(c: LocalCluster) -> None:
+    """`cluster down`, then its images forgotten (gigabytes), whatever the check for leftovers finds."""
+    stop_cluster(c)
+    left = leftover_processes(c.dir)
+    forget_images(c.dir)
+    assert left == [], "cluster down left processes behind"
+
+
 @pytest.fixture(scope="session")
-def shared_cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("shared"), SHARED_VALUES, SHARED_NODE)
-    try:
-        pull_images(c, [trainer_image()])  # within pytest-timeout's 300 s for the first test, `cluster up` included
-        yield c
-    finally:
-        stop_cluster(c)
-        left = leftover_processes(c.dir)
-        forget_images(c.dir)  # gigabytes, whatever the check below finds
-        assert left == [], "cluster down left processes behind"
+def shared(tmp_path_factory):
+    s = Shared(lambda: tmp_path_factory.mktemp("shared"))
+    yield s
+    s.release()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_cluster_at_a_time(request):
+    """Before a module with clusters of its own, the shared one goes (see Shared)."""
+    if request.node.get_closest_marker("e2e") and owns_clusters(request.module):
+        request.getfixturevalue("shared").release()
 
 
 @pytest.fixture
@@ -288,15 +338,12 @@ def ns(cluster, request):
 
 
 @pytest.fixture(scope="module")
-def cluster(request, tmp_path_factory, operator_values, node_options):
+def cluster(request, tmp_path_factory, operator_values, node_options, one_cluster_at_a_time):
     if operator_values is None and node_options is None:
-        yield request.getfixturevalue("shared_cluster")
+        yield request.getfixturevalue("shared").get()
         return
     c = start_cluster(tmp_path_factory.mktemp("cluster"), operator_values or None, node_options or [])
     try:
         yield c
     finally:
-        stop_cluster(c)
-        left = leftover_processes(c.dir)
-        forget_images(c.dir)  # gigabytes, whatever the check below finds
-        assert left == [], "cluster down left processes behind"
+        _down(c)

@@ -24,6 +24,7 @@ MACHINE_STATE = ("building ", "registry serving on ")
 # The real node, which the block runs as a bare `cluster up` chooses it: where it cannot run, `cluster
 # up` says so and falls back, and the block's output is not the README's.
 pytestmark = [pytest.mark.e2e, needs_real_node]
+OWN_CLUSTERS = True  # the README's `cluster up`, in a folder of its own (conftest.Shared)
 
 # The README's own words for what differs on every machine.
 README_CLUSTER = "/home/me/pytorchjob-kit/.cache/cluster"

@@ -23,6 +23,7 @@ shell = readme_cluster.shell  # the same clone's folder and shell, the cluster i
 # (up to three minutes with Kueue there, when its certificates wait for the kubelet), the trainer's
 # image pulled (about a minute) and the block's jobs.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+OWN_CLUSTERS = True  # the README's `cluster up`, in a folder of its own (conftest.Shared)
 
 BLOCK = docs.block("kueue.md", "Kueue on your machine")
 

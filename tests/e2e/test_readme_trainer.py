@@ -21,6 +21,7 @@ shell = readme_cluster.shell  # the same clone's folder and shell, the cluster i
 # On the real node where it can run (the README's bare `cluster up` chooses it): the cluster's start,
 # the trainer's image pulled (about a minute) and the block's jobs.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+OWN_CLUSTERS = True  # the README's `cluster up`, in a folder of its own (conftest.Shared)
 
 BLOCK = docs.block("trainer-v2.md", "Trainer v2 on your machine")
 
