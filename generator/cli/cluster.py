@@ -46,10 +46,10 @@ def _quantity(ctx, param, value):
 def _kueue_quota(ctx, param, value):
     if value is None:
         return None
-    from generator.controlplane import kueue_release
+    from generator.controlplane.releases import kueue
 
     try:
-        kueue_release.parse_quota(value)
+        kueue.parse_quota(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return value

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from generator.container import ports
-from generator.controlplane import components, firewall, network, operator, pki, processes, storage
-from generator.controlplane import kueue_release as kueue_release_
-from generator.controlplane import trainer_release as trainer_release_
+from generator.controlplane import admin, components, firewall, network, pki, processes, storage
 from generator.controlplane.realnode import node_name
+from generator.controlplane.releases import base, kueue, operator, trainer
 
 if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
@@ -110,8 +109,8 @@ def node(sup: Supervisor) -> None:
 
 
 def default_storage(sup: Supervisor) -> None:
-    api = operator.admin_client(sup.layout)
-    operator.apply(api, [storage.storage_class()], "default")
+    api = admin.admin_client(sup.layout)
+    admin.apply(api, [storage.storage_class()], "default")
     storage.Provisioner(api, sup.layout.volumes, sup.stopping).start()
 
 
@@ -121,7 +120,7 @@ def default_service_account(sup: Supervisor) -> None:
     found"), so a pod created right after `cluster up` would be refused."""
     from kubernetes import client
 
-    core = client.CoreV1Api(operator.admin_client(sup.layout))
+    core = client.CoreV1Api(admin.admin_client(sup.layout))
 
     def made() -> bool:
         try:
@@ -136,34 +135,40 @@ def default_service_account(sup: Supervisor) -> None:
 
 
 def operator_release(sup: Supervisor) -> None:
-    sup.save(operator=operator.install(sup.layout, sup.operator_values))
+    release, create_namespace = operator.release(sup.operator_values)
+    sup.save(operator=base.install(sup.layout, release, operator.chart(), sup.operator_values, sup.deadline,
+                                   create_namespace))
 
 
 def trainer_release(sup: Supervisor) -> None:
     # Installed while the operator's pod starts: the releases become ready side by side.
-    sup.save(trainer=trainer_release_.install(sup.layout, operator.helm_env(sup.layout)))
+    sup.save(trainer=base.install(sup.layout, trainer.RELEASE, trainer.chart(sup.layout), trainer.VALUES, sup.deadline))
 
 
 def kueue_release(sup: Supervisor) -> None:
     # After Trainer's: Kueue's webhooks refuse PyTorchJobs and TrainJobs until its pod answers,
     # so nothing that creates them may run before it is ready.
-    sup.save(kueue=kueue_release_.install(sup.layout, operator.helm_env(sup.layout)))
+    chart = kueue.checked_chart()
+    sup.save(kueue=base.install(sup.layout, kueue.RELEASE, base.Chart(str(chart)), kueue.values(chart), sup.deadline))
 
 
 def releases_ready(sup: Supervisor) -> None:
-    if sup.state.operator:
-        operator.wait_ready(sup.layout, sup.state.operator, sup.children["kubelet"])
-    if sup.state.trainer:
-        trainer_release_.wait_ready(sup.layout, sup.children["kubelet"])
-    if sup.state.kueue:
-        kueue_release_.wait_ready(sup.layout, sup.children["kubelet"])
+    """Each installed release ready, one after the other, all within the one deadline of `cluster up`."""
+    kubelet = sup.children["kubelet"]
+    installed = sup.state.operator
+    if installed:
+        base.wait_ready(sup.layout, operator.RELEASE.with_deployment(installed.namespace, installed.deployment),
+                        kubelet, sup.deadline)
+    for installed, release in ((sup.state.trainer, trainer.RELEASE), (sup.state.kueue, kueue.RELEASE)):
+        if installed:
+            base.wait_ready(sup.layout, release, kubelet, sup.deadline)
 
 
 def kueue_queues(sup: Supervisor) -> None:
     """The ResourceFlavor, ClusterQueue and LocalQueue a job's `kueue.queueName` names, once Kueue's
     webhooks (which judge them) answer."""
     if sup.kueue_quota is not None:
-        kueue_release_.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota)
+        kueue.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota)
 
 
 # Written in no particular order: the order is derived from `after` alone (steps ready together go

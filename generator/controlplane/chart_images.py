@@ -29,7 +29,9 @@ from pathlib import Path
 import yaml
 
 from generator import helm, paths
-from generator.controlplane import build, kueue_release, registry, trainer_release
+from generator.controlplane import build, registry
+from generator.controlplane.releases import kueue as kueue_release
+from generator.controlplane.releases import trainer as trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
@@ -92,11 +94,11 @@ def named() -> dict[str, str]:
             out.setdefault(base.qualified(image), chart.name)
     with tempfile.TemporaryDirectory() as tmp:  # Trainer's chart as `cluster up --trainer` installs it
         chart = trainer_release.stage(Path(tmp))
-        for image in _images(helm.render_objects(chart, trainer_release.VALUES, trainer_release.RELEASE,
+        for image in _images(helm.render_objects(chart, trainer_release.VALUES, trainer_release.NAME,
                                                  trainer_release.NAMESPACE)):
             out.setdefault(base.qualified(image), chart.name)
     kueue = kueue_release.checked_chart()  # as `cluster up --kueue` installs it
-    for image in _images(helm.render_objects(kueue, kueue_release.values(kueue), kueue_release.RELEASE,
+    for image in _images(helm.render_objects(kueue, kueue_release.values(kueue), kueue_release.NAME,
                                              kueue_release.NAMESPACE)):
         out.setdefault(base.qualified(image), kueue.name)
     return dict(sorted(out.items()))

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import yaml
 
-from generator import paths
 from generator.controlplane import build, pki
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import NodeOptions
@@ -216,17 +215,6 @@ def helm_env(layout: Layout) -> dict[str, str]:
     folder = layout.root / "helm"
     return {"KUBECONFIG": str(layout.kubeconfig), "HELM_CONFIG_HOME": str(folder / "config"),
             "HELM_CACHE_HOME": str(folder / "cache"), "HELM_DATA_HOME": str(folder / "data")}
-
-
-def operator_install(layout: Layout, values: dict, release: str, namespace: str, create_namespace: bool) -> Component:
-    """`helm install` of charts/pytorch-operator as a release that `helm list`, `upgrade`, `test`
-    and `uninstall` see, as a user would install it on any cluster."""
-    values_file = layout.root / "operator-values.yaml"
-    argv = [str(build.binary(build.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace",
-            namespace, "--values", str(values_file)]
-    if create_namespace:
-        argv.append("--create-namespace")
-    return Component("helm install", argv, env=helm_env(layout), files={values_file: yaml.safe_dump(values)})
 
 
 def write_files(component: Component) -> None:

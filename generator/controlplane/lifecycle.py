@@ -9,8 +9,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.controlplane import build, kueue_release, network, processes, state, trainer_release
+from generator.controlplane import build, network, processes, state
 from generator.controlplane.layout import MARKER, Layout
+from generator.controlplane.releases import kueue, trainer
 from generator.controlplane.state import LIVE_PHASES, ClusterState, NodeOptions
 from generator.controlplane.teardown import down, ours
 from generator.errors import UserError
@@ -117,27 +118,33 @@ def _operator_values(values_file: str | None) -> dict | None:
         return None
     if not Path(values_file).is_file():
         raise UserError(f"-f {values_file}: no such file; give a values file for charts/pytorch-operator")
-    from generator.controlplane import operator
+    from generator.controlplane.releases import operator
     from generator.job import validation, values_io
 
     values = values_io.load_mapping(values_file)
-    findings = validation.check_operator_values(values, operator.RELEASE).findings
+    findings = validation.check_operator_values(values, operator.NAME).findings
     if findings:
         raise UserError(findings, source=values_file)
     return values
 
 
-def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases) -> list[str]:
-    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
+# Of `cluster up --timeout`, what the supervisor leaves itself to report a wait that ran out, before
+# `cluster up` gives up on it: the user reads which wait it was.
+REPORT_SECONDS = 5.0
+
+
+def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases, timeout: float) -> list[str]:
+    deadline = time.time() + max(timeout - REPORT_SECONDS, 1.0)
+    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root), f"--deadline={deadline:.3f}"]
     if releases.values_file:
         argv += ["-f", str(Path(releases.values_file).resolve())]
     if not releases.operator:
         argv.append("--no-operator")
     if releases.trainer:
-        trainer_release.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
+        trainer.stage(layout.root / "helm" / "charts")  # its charts found before anything starts
         argv.append("--trainer")
     if releases.kueue:
-        kueue_release.checked_chart()  # its chart found before anything starts
+        kueue.checked_chart()  # its chart found before anything starts
         argv += ["--kueue"] + ([f"--kueue-quota={releases.kueue_quota}"] if releases.kueue_quota else [])
     return [*argv, f"--node={node.encode()}"]
 
@@ -173,7 +180,7 @@ def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, sa
     if reused:
         say(reused)
     layout.logs.mkdir(parents=True, exist_ok=True)
-    argv = _supervisor_argv(layout, node, releases)
+    argv = _supervisor_argv(layout, node, releases, timeout)
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})
@@ -248,20 +255,20 @@ def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:
     the API server lists them; none when it cannot be asked."""
     from kubernetes import client
 
-    from generator.controlplane import operator
+    from generator.controlplane.admin import admin_client, holds
 
     releases = [r for r in (current.operator, current.trainer, current.kueue) if r]
     if not releases:
         return []
     try:
-        core = client.CoreV1Api(operator.admin_client(layout))
+        core = client.CoreV1Api(admin_client(layout))
         listed = [(r, core.list_namespaced_pod(r.namespace, label_selector=f"app.kubernetes.io/instance={r.release}",
                                                _request_timeout=10).items) for r in releases]
     except Exception:  # a cluster coming up or going down: the processes above say what runs
         return []
     return [{"release": r.release, "namespace": pod.metadata.namespace, "name": pod.metadata.name,
              "phase": pod.status.phase,
-             "ready": operator.holds(pod, "Ready")}
+             "ready": holds(pod, "Ready")}
             for r, pods in listed for pod in sorted(pods, key=lambda p: p.metadata.name)]
 
 

@@ -61,7 +61,8 @@ class Process:
 
 
 @dataclass(frozen=True)
-class OperatorRelease:
+class InstalledRelease:
+    """A release `cluster up` installed (the operator's, Trainer's, Kueue's): where, and its controller."""
     namespace: str
     deployment: str
     release: str
@@ -77,9 +78,9 @@ class ClusterState:
     kubeconfig: str | None = None
     node: str | None = None
     node_options: NodeOptions | None = None  # what the node was started with (its images are fixed then)
-    operator: OperatorRelease | None = None
-    trainer: OperatorRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
-    kueue: OperatorRelease | None = None  # Kueue's release (`cluster up --kueue`)
+    operator: InstalledRelease | None = None
+    trainer: InstalledRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
+    kueue: InstalledRelease | None = None  # Kueue's release (`cluster up --kueue`)
     pod_network: PodNetwork | None = None
     processes: dict[str, Process] = field(default_factory=dict)
 
@@ -105,9 +106,9 @@ class ClusterState:
             network = raw.pop("pod_network", None)
             node_options = raw.pop("node_options", None)
             children = raw.pop("processes", None) or {}
-            return cls(**raw, operator=OperatorRelease(**operator) if operator else None,
-                       trainer=OperatorRelease(**trainer) if trainer else None,
-                       kueue=OperatorRelease(**kueue) if kueue else None,
+            return cls(**raw, operator=InstalledRelease(**operator) if operator else None,
+                       trainer=InstalledRelease(**trainer) if trainer else None,
+                       kueue=InstalledRelease(**kueue) if kueue else None,
                        pod_network=PodNetwork(**network) if network else None,
                        node_options=NodeOptions(**node_options) if node_options else None,
                        processes={name: Process(**info) for name, info in children.items()})

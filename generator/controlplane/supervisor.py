@@ -3,8 +3,8 @@ declarations give (bringup.py), keeps DIR/state.json current, marks the cluster 
 child exits, and on SIGTERM stops every child, last started first. `generator cluster up` starts
 it in the background.
 
-    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer]
-        [--kueue [--kueue-quota QUOTA]] [--node JSON]
+    python -m generator.controlplane.supervisor DIR --deadline EPOCH [-f operator-values.yaml] [--no-operator]
+        [--trainer] [--kueue [--kueue-quota QUOTA]] [--node JSON]
 """
 from __future__ import annotations
 
@@ -14,19 +14,23 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
 from generator import trusted
-from generator.controlplane import bringup, components, firewall, kueue_release, network, processes, state
+from generator.controlplane import bringup, components, firewall, network, processes, state
 from generator.controlplane.layout import Layout
+from generator.controlplane.releases import kueue
 from generator.controlplane.state import ClusterState, NodeOptions, Process
 
 
 class Supervisor:
     def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False,
-                 kueue: bool = False, kueue_quota: dict[str, str] | None = None):
+                 kueue: bool = False, kueue_quota: dict[str, str] | None = None, deadline: float = float("inf")):
         self.layout = layout
+        # When `cluster up` stops waiting (time.monotonic()): the releases' waits share what is left of it.
+        self.deadline = deadline
         self.trainer = trainer  # Kubeflow Trainer's release too
         self.kueue = kueue  # Kueue's release too
         self.kueue_quota = kueue_quota  # the ClusterQueue's quota beyond the node's; None: no queues
@@ -122,15 +126,18 @@ def _short(exc: Exception) -> str:
     return str(exc)
 
 
-def main(argv: list[str] | None = None) -> int:
+def from_argv(argv: list[str] | None = None) -> Supervisor:
+    """The supervisor `cluster up` asked for on its command line (lifecycle._supervisor_argv)."""
     parser = argparse.ArgumentParser(prog="python -m generator.controlplane.supervisor")
     parser.add_argument("dir", type=Path)
     parser.add_argument("-f", "--values", type=Path, help="values for charts/pytorch-operator")
     parser.add_argument("--no-operator", action="store_true", help="install no operator release")
     parser.add_argument("--trainer", action="store_true", help="install Kubeflow Trainer v2 with JobSet")
     parser.add_argument("--kueue", action="store_true", help="install Kueue and its queues")
-    parser.add_argument("--kueue-quota", type=kueue_release.parse_quota, default={}, metavar="QUOTA",
-                        help="the ClusterQueue's quota (kueue_release.parse_quota), `none` for no queues")
+    parser.add_argument("--kueue-quota", type=kueue.parse_quota, default={}, metavar="QUOTA",
+                        help="the ClusterQueue's quota (releases/kueue.parse_quota), `none` for no queues")
+    parser.add_argument("--deadline", type=float, required=True, metavar="EPOCH",
+                        help="when `cluster up` stops waiting, in seconds since the epoch (time.time())")
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
     args = parser.parse_args(argv)
@@ -140,7 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         from generator.job import values_io
 
         values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
-    supervisor = Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota)
+    deadline = time.monotonic() + (args.deadline - time.time())  # a clock of this process's, as the waits read it
+    return Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota,
+                      deadline)
+
+
+def main(argv: list[str] | None = None) -> int:
+    supervisor = from_argv(argv)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

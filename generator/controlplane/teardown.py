@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.controlplane import firewall, network, processes, state
+from generator.controlplane import firewall, network, processes, releases, state
 from generator.controlplane.layout import Layout, started_by
 from generator.errors import UserError
 
@@ -38,7 +38,7 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
 # with the configuration it wrote for the API server and the releases (tests/e2e/test_readme_cluster.py
 # purges a real cluster's folder and finds only the marker left).
 PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json",
-          "admission.yaml", "helm", "operator-values.yaml", "trainer-values.yaml", "kueue-values.yaml")
+          "admission.yaml", "helm", *releases.VALUES_FILES)
 
 
 def purge(layout: Layout) -> list[str]:

@@ -51,8 +51,9 @@ def jobs(cluster, tmp_path_factory):
     `create_job`, started together (so they train side by side) in a namespace of this module's own."""
     from kubernetes import client
 
-    from generator.controlplane import build, operator
+    from generator.controlplane import build
     from generator.controlplane.layout import Layout
+    from generator.controlplane.releases.base import helm_env
 
     core = client.CoreV1Api(cluster.api())
     core.create_namespace({"metadata": {"name": NS}})
@@ -61,7 +62,7 @@ def jobs(cluster, tmp_path_factory):
         (folder / f"{name}.yaml").write_text(VALUES.format(name=name))
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
     helm = [str(build.binary(build.HELM_BINARY))]
-    env = operator.helm_env(Layout(cluster.dir))
+    env = helm_env(Layout(cluster.dir))
     done = subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
                            str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -55,8 +55,9 @@ def jobs(cluster, tmp_path_factory):
     """sdkjob from `generator submit` and helmjob from `helm install`, started together in a
     namespace of this module's own."""
     from generator.cluster.ops import RUNTIME_UNSEEN
-    from generator.controlplane import build, operator
+    from generator.controlplane import build
     from generator.controlplane.layout import Layout
+    from generator.controlplane.releases.base import helm_env
 
     core = cluster.core()
     core.create_namespace({"metadata": {"name": NS}})
@@ -65,7 +66,7 @@ def jobs(cluster, tmp_path_factory):
         (folder / f"{name}.yaml").write_text(VALUES.format(name=name))
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
     helm = [str(build.binary(build.HELM_BINARY))]
-    env = operator.helm_env(Layout(cluster.dir))
+    env = helm_env(Layout(cluster.dir))
 
     def install():
         return subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",

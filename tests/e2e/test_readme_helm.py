@@ -71,13 +71,14 @@ spec:
 
 class Shell:
     def __init__(self, cluster, workdir: Path):
-        from generator.controlplane import build, operator
+        from generator.controlplane import build
         from generator.controlplane.layout import Layout
+        from generator.controlplane.releases.base import helm_env
 
         self.cluster, self.workdir = cluster, workdir
         self.tools = {"helm": str(build.binary(build.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
                       "python": sys.executable}
-        self.env = {**operator.helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
+        self.env = {**helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
 
     def __call__(self, line: str, timeout: float = 300) -> subprocess.CompletedProcess:
         words = shlex.split(line)

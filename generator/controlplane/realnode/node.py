@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.container import ports
-from generator.controlplane import operator, pki, processes
+from generator.controlplane import admin, pki, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import build, config, containerd, dns, gpus, host, kernel, proxy, support
 from generator.errors import UserError
@@ -88,7 +88,7 @@ def start(sup: Supervisor) -> None:
     print("kernel settings before the kubelet (put back at cluster down): "
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))
-    core = client.CoreV1Api(operator.admin_client(sup.layout))
+    core = client.CoreV1Api(admin.admin_client(sup.layout))
     processes.wait_until(lambda: ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
     if sup.node.gpus:
         gpus.advertise(core, node.name, sup.node.gpus)
@@ -120,7 +120,7 @@ def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
     """CoreDNS with its own certificate and read-only rights, answering before any pod asks."""
     cert = dns.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
-    operator.apply(operator.admin_client(sup.layout), dns.rbac(), "default")
+    admin.apply(admin.admin_client(sup.layout), dns.rbac(), "default")
     child = sup.start(dns.component(node, build.path(build.COREDNS)))
     url = dns.ready_url(node)
     processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60,
@@ -162,4 +162,4 @@ def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:
 
 def ready(core, name: str) -> bool:
     """Whether the Node's Ready condition is True."""
-    return operator.holds(core.read_node_status(name), "Ready")
+    return admin.holds(core.read_node_status(name), "Ready")

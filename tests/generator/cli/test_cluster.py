@@ -401,10 +401,12 @@ def test_up_names_the_releases_it_installs_as_it_installs_them():
     """The help is written by hand; the release names and namespaces are the installers' (a renamed
     release would leave `helm list` and the help disagreeing)."""
     from generator.cli.cluster import up
-    from generator.controlplane import kueue_release, operator, trainer_release
+    from generator.controlplane.releases import kueue as kueue_release
+    from generator.controlplane.releases import operator
+    from generator.controlplane.releases import trainer as trainer_release
 
     said = " ".join(p.help or "" for p in up.params)  # as written: `--help` wraps lines at hyphens
-    assert f"as the Helm release {operator.RELEASE};" in said
-    assert f"release {trainer_release.RELEASE} in {trainer_release.NAMESPACE}" in said
-    assert f"release {kueue_release.RELEASE} in {kueue_release.NAMESPACE}" in said
+    assert f"as the Helm release {operator.NAME};" in said
+    assert f"release {trainer_release.NAME} in {trainer_release.NAMESPACE}" in said
+    assert f"release {kueue_release.NAME} in {kueue_release.NAMESPACE}" in said
     assert f"the LocalQueue `{kueue_release.LOCAL_QUEUE}` in namespace {kueue_release.QUEUE_NAMESPACE}" in said

@@ -105,18 +105,6 @@ def test_every_certificate_a_component_names_is_one_the_certificates_step_issues
     assert "10.244.7.1" in serving.ips
 
 
-def test_the_operator_install_is_helm_install_of_the_chart_against_this_cluster(cfg):
-    helm = components.operator_install(cfg.layout, {"leaderElection": True}, "training-operator", "kubeflow",
-                                       create_namespace=True)
-    assert helm.argv[0] == str(build.binary("helm"))
-    assert helm.argv[1:4] == ["install", "training-operator", str(Path(helm.argv[3]))]
-    assert helm.argv[3].endswith("charts/pytorch-operator")
-    assert helm.argv[4:] == ["--namespace", "kubeflow", "--values", str(cfg.layout.root / "operator-values.yaml"),
-                             "--create-namespace"]
-    assert yaml.safe_load(helm.files[cfg.layout.root / "operator-values.yaml"]) == {"leaderElection": True}
-    assert helm.env["KUBECONFIG"] == str(cfg.layout.kubeconfig)
-
-
 def test_the_api_server_serves_aggregated_apis_only_through_its_own_front_proxy_certificate(cfg):
     got = flags(components.kube_apiserver(cfg))
     front = cfg.layout.pki / "front-proxy"

@@ -13,3 +13,18 @@ def test_a_later_step_waits_for_what_the_timeout_has_left_and_names_what_it_wait
     with pytest.raises(RuntimeError, match=r"^timed out after 1s waiting for the API server to reach the webhook"):
         processes.wait_until(lambda: False, processes.left(spent), "the API server to reach the webhook")
     assert processes.left(time.monotonic() + 3600) > 60  # an hour's timeout: far more than the old fixed minute
+
+
+def test_the_releases_waits_end_within_cluster_ups_timeout_with_time_left_to_say_which_ran_out(tmp_path):
+    """`cluster up --timeout 600` hands the supervisor its deadline: the waits all end before
+    `cluster up` stops waiting, so a wait that runs out is reported as itself."""
+    from generator.controlplane import lifecycle, supervisor
+    from generator.controlplane.layout import Layout
+    from generator.controlplane.state import NodeOptions
+
+    argv = lifecycle._supervisor_argv(Layout(tmp_path), NodeOptions(), lifecycle.Releases(operator=False), 600)
+    assert argv[1:3] == ["-m", "generator.controlplane.supervisor"]
+    started = time.monotonic()
+    sup = supervisor.from_argv(argv[3:])
+    assert 600 - lifecycle.REPORT_SECONDS - 2 < sup.deadline - started < 600 - lifecycle.REPORT_SECONDS + 0.01
+    assert sup.operator_values is None

@@ -8,14 +8,14 @@ import pytest
 
 from generator.controlplane import state
 from generator.controlplane.network import PodNetwork
-from generator.controlplane.state import ClusterState, NodeOptions, OperatorRelease, Process
+from generator.controlplane.state import ClusterState, InstalledRelease, NodeOptions, Process
 
 
 def full_state() -> ClusterState:
     return ClusterState(phase="ready", pid=42, step="operator release", server="https://10.244.7.1:6443",
                         kubeconfig="/c/kubeconfig", node="box",
                         node_options=NodeOptions(gpus=1, images={"registry.example.com/ml/toy": "/srv/toy"}),
-                        operator=OperatorRelease("kubeflow", "training-operator", "training-operator"),
+                        operator=InstalledRelease("kubeflow", "training-operator", "training-operator"),
                         pod_network=PodNetwork("pjk0000", "10.244.7.0/24"),
                         processes={"etcd": Process(43, "/c/logs/etcd.log")})
 

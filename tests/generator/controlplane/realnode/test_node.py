@@ -43,12 +43,12 @@ def test_ready_and_available_read_only_a_true_condition_of_that_type():
     condition of that type with status "True"; Unknown (a lost kubelet), False or none is not."""
     from kubernetes.client import V1Node, V1NodeCondition, V1NodeStatus
 
-    from generator.controlplane import operator
+    from generator.controlplane import admin
 
     def node(*conditions: tuple[str, str]) -> V1Node:
         return V1Node(status=V1NodeStatus(conditions=[V1NodeCondition(type=t, status=s) for t, s in conditions]))
 
-    assert operator.holds(node(("MemoryPressure", "False"), ("Ready", "True")), "Ready")
-    assert not operator.holds(node(("Ready", "Unknown")), "Ready")
-    assert not operator.holds(node(("Ready", "False"), ("DiskPressure", "True")), "Ready")
-    assert not operator.holds(V1Node(status=V1NodeStatus()), "Ready")
+    assert admin.holds(node(("MemoryPressure", "False"), ("Ready", "True")), "Ready")
+    assert not admin.holds(node(("Ready", "Unknown")), "Ready")
+    assert not admin.holds(node(("Ready", "False"), ("DiskPressure", "True")), "Ready")
+    assert not admin.holds(V1Node(status=V1NodeStatus()), "Ready")

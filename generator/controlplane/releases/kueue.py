@@ -7,21 +7,19 @@ from the chart; the registry on this machine holds it, made from the built contr
 from __future__ import annotations
 
 import functools
-import subprocess
-import time
 from pathlib import Path
 
 import yaml
 
 from generator import kinds
-from generator.controlplane import build, processes
+from generator.controlplane import build
 from generator.controlplane.layout import Layout
-from generator.controlplane.state import OperatorRelease
+from generator.controlplane.releases.base import Probe, Release, check_chart, module_chart
 from generator.errors import UserError
 
-RELEASE = "kueue"
+NAME = "kueue"
 NAMESPACE = "kueue-system"
-CONTROLLER = f"{RELEASE}-controller-manager"  # the chart's fullname is the release's name
+CONTROLLER = f"{NAME}-controller-manager"  # the chart's fullname is the release's name
 # The integrations this project's jobs need. Since v0.19 the chart's default list (which also turns on
 # Ray, MPI and more) leaves Kubeflow Trainer v1's out, as deprecated: kubeflow.org/pytorchjob is named
 # here to keep PyTorchJobs queued. Plain Jobs and JobSets stay on: Kueue's batch Job webhook (seen in
@@ -36,21 +34,24 @@ FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, QUEUE_NAMESPACE = "default-flavor", "cluster
 API = "kueue.x-k8s.io/v1beta2"
 QUOTA_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 NO_QUEUES = "none"
+# A ClusterQueue whose quota names another resource than it covers: the CRD's own rules let it pass,
+# Kueue's webhook alone refuses it.
+PROBE = Probe({"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "webhook-probe"},
+               "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "probe", "resources": [
+                   {"name": "memory", "nominalQuota": "1"}]}]}]}}, "clusterqueues", namespaced=False)
+# The controller Available (Ready once it wrote its certificate and leads), its webhooks answering and
+# its visibility API served: until then the webhooks' `failurePolicy: Fail` refuses every PyTorchJob and
+# TrainJob, and discovery fails.
+RELEASE = Release(NAME, NAMESPACE, (CONTROLLER,), "Kueue's webhooks", (PROBE,), "kueue-values.yaml",
+                  api_services=(("v1beta2.visibility.kueue.x-k8s.io", "Kueue's visibility API"),))
 
 
-def chart(cache: Path | None = None) -> Path:
-    from generator.controlplane.trainer_release import module_cache
-
-    return (cache or module_cache()) / f"{build.KUEUE_MODULE}@{build.KUEUE_VERSION}" / "charts" / "kueue"
+def chart_folder(cache: Path | None = None) -> Path:
+    return module_chart(build.KUEUE_MODULE, build.KUEUE_VERSION, "kueue", cache)
 
 
 def checked_chart() -> Path:
-    path = chart()
-    if not (path / "Chart.yaml").is_file():
-        raise UserError(f"{path}: no such chart in the Go module cache, where `cluster build` leaves it; run "
-                        f"`go mod download {build.KUEUE_MODULE}@{build.KUEUE_VERSION}` (or `python -m generator "
-                        "cluster build` after clearing the cache)")
-    return path
+    return check_chart(chart_folder(), f"go mod download {build.KUEUE_MODULE}@{build.KUEUE_VERSION}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,70 +98,6 @@ def parse_quota(text: str | None) -> dict[str, str] | None:
     return quota
 
 
-def install(layout: Layout, env: dict[str, str]) -> OperatorRelease:
-    path = checked_chart()
-    values_file = layout.root / "kueue-values.yaml"
-    values_file.write_text(yaml.safe_dump(values(path)))
-    argv = [str(build.binary(build.HELM_BINARY)), "install", RELEASE, str(path), "--namespace", NAMESPACE,
-            "--create-namespace", "--values", str(values_file), "--timeout", "5m"]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"helm install {RELEASE} {path} failed: {proc.stderr.strip()}")
-    return OperatorRelease(NAMESPACE, CONTROLLER, RELEASE)
-
-
-def wait_ready(layout: Layout, kubelet: processes.Child, timeout: float = 300) -> None:
-    """The controller's Deployment available (Ready once it wrote its certificate and leads), its
-    webhooks answering through the API server, and its visibility API served: until then the
-    webhooks' `failurePolicy: Fail` refuses every PyTorchJob and TrainJob, and discovery fails."""
-    from kubernetes import client
-
-    from generator.controlplane.operator import admin_client, holds
-
-    end = time.monotonic() + timeout  # one timeout for every step, as loaded a machine may be
-    api = admin_client(layout)
-    apps = client.AppsV1Api(api)
-
-    def available() -> bool:
-        return holds(apps.read_namespaced_deployment_status(CONTROLLER, NAMESPACE), "Available")
-
-    processes.wait_until(available, processes.left(end), f"deployment {NAMESPACE}/{CONTROLLER} to be available (its pod run by "
-                         "the kubelet and Ready)", kubelet, interval=0.5)
-    processes.wait_until(lambda: webhooks_answer(api), processes.left(end), "the API server to reach Kueue's webhooks", kubelet,
-                         interval=0.5)
-    processes.wait_until(lambda: _visibility_served(api), processes.left(end), "the API server to serve Kueue's visibility API",
-                         kubelet, interval=0.5)
-
-
-def webhooks_answer(api) -> bool:
-    """A dry-run ClusterQueue whose quota names another resource than it covers is refused by
-    Kueue's webhook alone (the CRD's own rules let it pass): it answers only once the API server
-    reaches it with a certificate it trusts."""
-    from kubernetes import client
-
-    probe = {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "webhook-probe"},
-             "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "probe", "resources": [
-                 {"name": "memory", "nominalQuota": "1"}]}]}]}}
-    try:
-        client.CustomObjectsApi(api).create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", probe,
-                                                                  dry_run="All")
-    except client.ApiException as exc:
-        return "admission webhook" in (exc.body or "") and "denied" in (exc.body or "")
-    return False
-
-
-def _visibility_served(api) -> bool:
-    from kubernetes import client
-
-    from generator.controlplane.operator import holds
-
-    try:
-        service = client.ApiregistrationV1Api(api).read_api_service("v1beta2.visibility.kueue.x-k8s.io")
-    except client.ApiException:
-        return False
-    return holds(service, "Available")
-
-
 def quota_for(node: dict, asked: dict[str, str]) -> dict[str, str]:
     """The ClusterQueue's nominal quota: the node's allocatable CPU, memory and GPUs, each replaced
     by what `--kueue-quota` asked for."""
@@ -187,7 +124,7 @@ def create_queues(layout: Layout, node_name: str, asked: dict[str, str]) -> dict
     """Apply the queues (server-side, so a restart keeps them as they are); the quota applied."""
     from kubernetes import client
 
-    from generator.controlplane.operator import admin_client, apply
+    from generator.controlplane.admin import admin_client, apply
 
     api = admin_client(layout)
     node = api.sanitize_for_serialization(client.CoreV1Api(api).read_node(node_name))

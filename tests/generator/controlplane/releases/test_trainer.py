@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from generator.container import programs
-from generator.controlplane import build, trainer_release
+from generator.controlplane import build
+from generator.controlplane.releases import trainer as trainer_release
 from generator.errors import UserError
 
 
@@ -88,10 +89,10 @@ def test_the_installed_chart_turns_the_train_job_status_gate_on(tmp_path):
         staged = trainer_release.stage(tmp_path)
     except UserError as exc:
         pytest.skip(f"the real charts are not in the module cache: {exc}")
-    objects = helm.render_objects(staged, trainer_release.VALUES, trainer_release.RELEASE, trainer_release.NAMESPACE)
+    objects = helm.render_objects(staged, trainer_release.VALUES, trainer_release.NAME, trainer_release.NAMESPACE)
     configs = [yaml.safe_load(text) for o in objects if o["kind"] == "ConfigMap"
                for text in (o.get("data") or {}).values() if "featureGates" in text]
     assert [c["featureGates"] for c in configs] == [{"TrainJobStatus": True}]
     assert configs[0]["statusServer"]["port"] == 10443
-    services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].startswith(trainer_release.RELEASE)]
+    services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"].startswith(trainer_release.NAME)]
     assert any(p["name"] == "status-server" for s in services for p in s["spec"]["ports"])

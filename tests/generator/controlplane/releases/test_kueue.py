@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from generator.container import programs
-from generator.controlplane import build, kueue_release
+from generator.controlplane import build
+from generator.controlplane.releases import kueue as kueue_release
 from generator.errors import UserError
 
 CONFIG = """apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -27,7 +28,7 @@ integrations:
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     root = tmp_path / "mod"
-    chart = kueue_release.chart(root)
+    chart = kueue_release.chart_folder(root)
     (chart / "templates").mkdir(parents=True)
     (chart / "Chart.yaml").write_text(yaml.safe_dump({"name": "kueue", "version": "0.19.2"}))
     (chart / "values.yaml").write_text(yaml.safe_dump({
@@ -41,11 +42,11 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_the_chart_is_the_pinned_modules_own(tmp_path):
-    assert str(kueue_release.chart(tmp_path)).endswith(f"sigs.k8s.io/kueue@{build.KUEUE_VERSION}/charts/kueue")
+    assert str(kueue_release.chart_folder(tmp_path)).endswith(f"sigs.k8s.io/kueue@{build.KUEUE_VERSION}/charts/kueue")
 
 
 def test_the_pytorchjob_and_trainjob_integrations_are_on_and_the_rest_of_the_config_is_the_charts(cache):
-    values = kueue_release.values(kueue_release.chart())
+    values = kueue_release.values(kueue_release.chart_folder())
     config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
     # Jobs and JobSets too: a TrainJob's JobSet creates Jobs through Kueue's batch Job webhook.
     assert config["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob",
