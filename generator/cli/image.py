@@ -66,7 +66,7 @@ def build(directory, tag, dockerfile, build_args, variant: str, quiet: bool, ste
 
 @command.group("registry")
 def registry_group() -> None:
-    """The OCI registry on this machine (loopback, mutual TLS) that holds the trainer's image and every image the charts name."""
+    """The OCI registry on this machine (loopback, mutual TLS) that holds the trainer's image, every image the charts name, and the charts."""
 
 
 @registry_group.command("up")
@@ -75,10 +75,10 @@ def registry_group() -> None:
 @click.option("--quiet", is_flag=True, help="Leave the engines' build output out.")
 def registry_up(variant: str, quiet: bool) -> None:
     """Start the registry (unless it runs), build what it lacks once per machine, push it; list what it holds."""
-    from generator.controlplane import chart_images, registry
+    from generator.controlplane import chart_images, oci_charts, registry
 
     reg = registry.start(say=_say)
-    for name in chart_images.seed(reg, say=_say, show=None if quiet else _say, variant=variant):
+    for name in [*chart_images.seed(reg, say=_say, show=None if quiet else _say, variant=variant), *oci_charts.names()]:
         click.echo(f"holds {reg.address}/{name}")
     click.echo(f"registry: {reg.address} (client certificate folder: {reg.certs})")
 

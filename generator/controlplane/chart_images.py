@@ -256,17 +256,21 @@ def prepare(say=print, show=None, variant: str = "auto") -> dict[str, str]:
 
 
 def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") -> dict[str, str]:
-    """Make what the registry should hold (once per machine) and push what it lacks; the names it
-    holds them under -> their local images."""
+    """Make what the registry should hold (once per machine) and push what it lacks: these images,
+    and the project's charts as OCI artifacts (oci_charts.py). The images' names -> their local images."""
     import fcntl
+
+    from generator.controlplane import oci_charts
 
     local = prepare(say, show, variant)
     eng = engine_.get(say)
     engine_.install(["skopeo"], say)
+    build.ensure(say, groups=[build.group_of(build.HELM_BINARY)])  # packages and pushes the charts
     with open(reg.root / ".seed.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two clusters coming up side by side push once
         for name, ref in local.items():
             if registry.push(reg, eng, ref, name, say) and ref != name and ref.endswith("-cuda"):
                 say(f"{name}: the CPU build cannot be made here; the registry holds the CUDA build {ref} under this "
                     "name too (it runs on the CPU)")
+        oci_charts.publish(reg, say)
     return local

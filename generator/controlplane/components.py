@@ -210,11 +210,15 @@ def kube_scheduler(cfg: ControlPlane) -> Component:
                             f"--secure-port={cfg.ports.scheduler}", "--leader-elect=false"], files=files)
 
 
+def helm_homes(folder: Path) -> dict[str, str]:
+    """The helm CLI's config, caches and data in `folder`, the user's home left alone."""
+    return {"HELM_CONFIG_HOME": str(folder / "config"), "HELM_CACHE_HOME": str(folder / "cache"),
+            "HELM_DATA_HOME": str(folder / "data")}
+
+
 def helm_env(layout: Layout) -> dict[str, str]:
     """The helm CLI against this cluster, its config and caches inside the cluster's folder."""
-    folder = layout.root / "helm"
-    return {"KUBECONFIG": str(layout.kubeconfig), "HELM_CONFIG_HOME": str(folder / "config"),
-            "HELM_CACHE_HOME": str(folder / "cache"), "HELM_DATA_HOME": str(folder / "data")}
+    return {"KUBECONFIG": str(layout.kubeconfig), **helm_homes(layout.root / "helm")}
 
 
 def write_files(component: Component) -> None:

@@ -131,8 +131,24 @@ def stop(reg: Registry | None = None) -> int | None:
     return pid
 
 
-def _pushed(reg: Registry) -> Path:
-    return reg.root / "pushed.json"
+def _pushed(reg: Registry) -> dict[str, str]:
+    """name -> what it was pushed from, for everything pushed into the registry here."""
+    try:
+        return json.loads((reg.root / "pushed.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def held_from(reg: Registry, name: str, source: str) -> bool:
+    """Whether the registry holds `name` as pushed from `source` (an image's id, a chart's files'
+    digest): nothing is pushed twice."""
+    return _pushed(reg).get(name) == source and bool(reg.has(name))
+
+
+def record(reg: Registry, name: str, source: str) -> None:
+    """`name` was pushed from `source` just now."""
+    pushed = {**_pushed(reg), name: source}
+    files.write_whole(reg.root / "pushed.json", json.dumps(pushed, indent=1, sort_keys=True), 0o600)
 
 
 def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
@@ -144,18 +160,13 @@ def push(reg: Registry, eng, local: str, name: str, say=print) -> bool:
     if not image_id:
         raise UserError(f"{local}: no such image in the {eng.name} store; build it first (`python -m generator image "
                         "build` for the trainer's)")
-    try:
-        pushed = json.loads(_pushed(reg).read_text())
-    except (OSError, ValueError):
-        pushed = {}
-    if pushed.get(name) == image_id and reg.has(name):
+    if held_from(reg, name, image_id):
         return False
     say(f"pushing {local} to {reg.address}/{name}")
     engine_.stream(["skopeo", "copy", "--quiet", "--dest-cert-dir", str(reg.certs), f"{eng.transport}{local}",
                     f"docker://{reg.address}/{name}"], f"pushing {local} to the registry at {reg.address}",
                    f"the registry's log is {reg.log}", env=eng.environ(), nice=False)
-    pushed[name] = image_id
-    files.write_whole(_pushed(reg), json.dumps(pushed, indent=1, sort_keys=True), 0o600)
+    record(reg, name, image_id)
     return True
 
 

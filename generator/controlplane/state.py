@@ -66,6 +66,7 @@ class InstalledRelease:
     namespace: str
     deployment: str
     release: str
+    chart: str = ""  # where helm installed it from: a folder, or oci://HOST/charts/NAME
 
 
 @dataclass

@@ -44,8 +44,10 @@ def mirror(reg: Registry | None = None) -> config.Mirror:
 
 
 def registry_names(held: list[str]) -> tuple[str, ...]:
-    """The registries of the names a registry holds (every one written out, as `docker.io/library/alpine:3.10`)."""
-    return tuple(sorted({name.split("/", 1)[0] for name in held if "/" in name}))
+    """The registries of the images a registry holds (every name written out, as `docker.io/library/alpine:3.10`);
+    the charts it holds (`charts/pytorch-operator:0.1.0`, whose first part names no registry) are no image's."""
+    firsts = {name.split("/", 1)[0] for name in held if "/" in name}
+    return tuple(sorted(f for f in firsts if "." in f or ":" in f or f == "localhost"))
 
 
 def copy_registry_client(reg: Registry, folders: config.Folders) -> None:

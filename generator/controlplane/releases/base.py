@@ -42,8 +42,8 @@ class Release:
     values_file: str  # the values `helm install` is given, written into the cluster's folder
     api_services: tuple[tuple[str, str], ...] = ()  # (APIService, what it serves) waited for after the webhooks
 
-    def installed(self) -> InstalledRelease:
-        return InstalledRelease(self.namespace, self.deployments[-1], self.name)
+    def installed(self, chart: str = "") -> InstalledRelease:
+        return InstalledRelease(self.namespace, self.deployments[-1], self.name, chart)
 
     def with_deployment(self, namespace: str, deployment: str) -> Release:
         """The same release where the chart's values put its one Deployment elsewhere."""
@@ -87,7 +87,7 @@ def install(layout: Layout, release: Release, chart: Chart, values: dict, end: f
     proc = subprocess.run(argv, env=helm_env(layout), capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"helm install {release.name} {chart.ref} failed: {proc.stderr.strip()}")
-    return release.installed()
+    return release.installed(chart.ref)
 
 
 def wait_ready(layout: Layout, release: Release, kubelet: processes.Child, end: float) -> None:

@@ -1,5 +1,6 @@
-"""charts/pytorch-operator as the release `cluster up` installs: the Deployment's pod then runs on
-the node like any pod, and is waited for as every release is (base.py)."""
+"""charts/pytorch-operator as the release `cluster up` installs, from the registry on this machine
+as a user installs a chart from theirs: the Deployment's pod then runs on the node like any pod,
+and is waited for as every release is (base.py)."""
 from __future__ import annotations
 
 from generator import helm, paths
@@ -33,4 +34,8 @@ def release(values: dict) -> tuple[Release, bool]:
 
 
 def chart() -> Chart:
-    return Chart(str(paths.OPERATOR_CHART))
+    """charts/pytorch-operator from the registry on this machine, which holds it as an OCI artifact
+    (oci_charts.py): `helm install NAME oci://127.0.0.1:PORT/charts/pytorch-operator --version V`."""
+    from generator.controlplane import oci_charts, registry
+
+    return oci_charts.source(registry.default(), paths.OPERATOR_CHART)

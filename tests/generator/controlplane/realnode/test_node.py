@@ -14,7 +14,8 @@ from generator.images.registry import Registry
 
 def test_the_registry_names_are_those_the_registry_holds_images_under():
     held = ["docker.io/library/alpine:3.10", "docker.io/curlimages/curl:8.10.1", "ghcr.io/pytorchjob-kit/trainer:0.1.0",
-            "localhost:5001/own:1", "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main"]
+            "localhost:5001/own:1", "us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset:main",
+            "charts/pytorch-operator:0.1.0", "charts/pytorchjob:0.1.0"]  # the charts, which no image pull names
     assert node.registry_names(held) == ("docker.io", "ghcr.io", "localhost:5001", "us-central1-docker.pkg.dev")
 
 

@@ -42,7 +42,7 @@ def test_the_install_writes_the_values_for_the_user_alone_and_returns_where_the_
     layout = Layout(tmp_path / "cluster")
     layout.root.mkdir()
     installed = base.install(layout, kueue.RELEASE, base.Chart("/mod/kueue"), {"a": 1}, time.monotonic() + 60)
-    assert installed == InstalledRelease("kueue-system", "kueue-controller-manager", "kueue")
+    assert installed == InstalledRelease("kueue-system", "kueue-controller-manager", "kueue", "/mod/kueue")
     values = layout.root / "kueue-values.yaml"
     assert values.read_text() == "a: 1\n" and stat.S_IMODE(values.stat().st_mode) == 0o600
     assert fake_helm.read_text().split()[:3] == ["install", "kueue", "/mod/kueue"]
