@@ -41,5 +41,5 @@ def apply(api, objects: list[dict], namespace: str) -> None:
 
 
 def _established(dyn, name: str) -> bool:
-    crd = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").get(name=name)
-    return any(c.type == "Established" and c.status == "True" for c in (crd.status.conditions or []))
+    return holds(dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").get(name=name),
+                 "Established")

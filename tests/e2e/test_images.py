@@ -101,6 +101,20 @@ def test_the_registry_holds_every_image_the_charts_name(registry):
     assert set(named) <= set(registry.catalog())
 
 
+def test_the_registry_holds_both_charts_and_helm_shows_their_values_from_it_as_written(registry):
+    """As a user reads a chart's values in their registry: `helm show values oci://... --version V`
+    with the registry's client certificate (after any `Pulled:` and `Digest:` lines helm writes first)."""
+    from generator.controlplane import build, oci_charts
+
+    for chart in oci_charts.CHARTS:
+        assert registry.has(oci_charts.name(chart)), oci_charts.name(chart)
+        held = oci_charts.source(registry, chart)
+        shown = subprocess.run([str(build.binary(build.HELM_BINARY)), "show", "values", held.ref, *held.flags],
+                               env=oci_charts.helm_env(registry), capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.endswith((chart / "values.yaml").read_text() + "\n")
+
+
 def test_the_registry_listens_on_loopback_and_answers_only_its_own_client(registry):
     host, port = registry.address.split(":")
     assert host == "127.0.0.1"

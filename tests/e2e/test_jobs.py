@@ -124,6 +124,11 @@ def test_kubeflow_trainer_is_a_helm_release_beside_the_operators(cluster):
     assert sorted((r["name"], r["namespace"], r["status"], r["chart"]) for r in listed) == [
         ("kubeflow-trainer", "kubeflow-system", "deployed", "kubeflow-trainer-2.3.0"),
         ("training-operator", "kubeflow", "deployed", "pytorch-operator-0.1.0")]
+    # The operator's chart came from the registry on this machine, as an OCI artifact.
+    from generator.controlplane import registry
+
+    operator = json.loads((cluster.dir / "state.json").read_text())["operator"]
+    assert operator["chart"] == f"oci://{registry.default().address}/charts/pytorch-operator"
 
 
 # --- the demo job ----------------------------------------------------------------------------

@@ -31,17 +31,6 @@ README_CLUSTER = "/home/me/pytorchjob-kit/.cache/cluster"
 README_CACHE = "/home/me/.cache/pytorchjob-kit"
 
 
-def steps(block: str) -> list[tuple[str, str]]:
-    """(command, the output the README shows for it), in order."""
-    out: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("$ "):
-            out.append((line[2:], []))
-        else:
-            out[-1][1].append(line)
-    return [(command, "\n".join(lines)) for command, lines in out]
-
-
 def demo_values_command() -> list[str]:
     """`make demo`'s first step, which writes runs/demo-values.yaml, read from the Makefile."""
     recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].replace("\\\n", " ")
@@ -119,7 +108,7 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
 
     workdir, env = shell
     cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()
-    listed = steps(BLOCK)
+    listed = docs.console_steps(BLOCK)
     assert [c.split()[:4] for c, _ in listed] == [
         ["python", "-m", "generator", "cluster"], ["export", f"KUBECONFIG={README_CLUSTER}/kubeconfig"],
         ["python", "-m", "generator", "submit"], ["python", "-m", "generator", "logs"],

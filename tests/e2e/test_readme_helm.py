@@ -5,6 +5,7 @@ them, the README's generator commands for a cluster, on the same mnist.yaml. One
 README's mnist.yaml: the digits data set, because there is no internet here."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -247,3 +248,46 @@ def test_the_readme_commands_install_run_upgrade_test_and_uninstall_both_charts(
     wait_for(lambda: not extensions.list_custom_resource_definition(
         field_selector="metadata.name=pytorchjobs.kubeflow.org").items, 60, "the CRD to go")
     assert leftovers(cluster, "training") == []
+
+
+# docs/charts.md's `From an OCI registry`, on the registry on this machine: a repository of the test's
+# own there stands for the page's registry, and each command that reaches it gets the client certificate.
+OCI_HOST = "registry.example.com"
+
+
+@pytest.mark.timeout(600)  # the operator's pod started from the pushed chart, and a job from the other
+def test_the_oci_block_pushes_both_charts_shows_their_values_and_installs_them_from_the_registry(cluster, workdir):
+    from generator.controlplane import oci_charts, registry
+    from tests.support.samples import mismatch
+
+    reg = registry.default()
+    stand_in = f"{reg.address}/readme"
+    steps = docs.console_steps(docs.block("charts.md", "From an OCI registry"))
+    assert [c.split()[:2] for c, _ in steps] == [["helm", "package"]] * 2 + [["helm", "push"]] * 2 + [
+        ["helm", "show"]] + [["helm", "install"]] * 2
+    sh = Shell(cluster, workdir)
+    try:
+        for command, sample in steps:
+            line = command.replace(OCI_HOST, stand_in)
+            if "oci://" in line:
+                line += " " + " ".join(oci_charts.tls_flags(reg))
+            done = sh(line)
+            printed = (done.stdout + done.stderr).replace(stand_in, OCI_HOST)
+            assert done.returncode == 0, f"{line}\n{printed}"
+            assert mismatch(sample, printed) == "", f"{command}: {mismatch(sample, printed)}\n{printed}"
+            if command.startswith("helm install training "):  # its webhook judges the job's install
+                wait_for(lambda: [p for p in operator_pods(cluster) if ready(p)], 180, "the operator from the registry")
+        version = oci_charts.version(oci_charts.CHARTS[1])
+        job = cluster.custom().get_namespaced_custom_object("kubeflow.org", "v1", "training", "pytorchjobs", "mnist")
+        assert job["metadata"]["labels"]["helm.sh/chart"] == f"pytorchjob-{version}"
+        listed = json.loads(sh("helm list -A -o json").stdout)
+        assert sorted((r["name"], r["chart"]) for r in listed) == [("mnist", f"pytorchjob-{version}"),
+                                                                  ("training", f"pytorch-operator-{version}")]
+    finally:
+        for line in ("helm uninstall mnist -n training", "kubectl -n training delete pvc mnist-output --ignore-not-found",
+                     "helm uninstall training -n kubeflow"):
+            sh(line)
+        for chart in oci_charts.CHARTS:  # the registry's storage outlives the test: its repository goes
+            digest = reg.has(f"readme/{oci_charts.name(chart)}")
+            if digest:
+                reg.request(f"/v2/readme/{oci_charts.REPOSITORY}/{chart.name}/manifests/{digest}", method="DELETE")

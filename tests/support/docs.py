@@ -64,3 +64,14 @@ def command_lines(block_text: str, prefix: str) -> list[str]:
     """The block's lines that start with `prefix`, continuation lines joined and trailing `  #` comments cut."""
     joined = block_text.replace("\\\n", " ")
     return [line.split("  #")[0].strip() for line in joined.splitlines() if line.startswith(prefix)]
+
+
+def console_steps(block_text: str) -> list[tuple[str, str]]:
+    """(command, the output the page shows for it) for each `$ ` line of a console block, in order."""
+    out: list[tuple[str, list[str]]] = []
+    for line in block_text.splitlines():
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        else:
+            out[-1][1].append(line)
+    return [(command, "\n".join(lines)) for command, lines in out]
