@@ -127,8 +127,8 @@ def _operator_values(values_file: str | None) -> dict | None:
     return values
 
 
-def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases) -> list[str]:
-    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root)]
+def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases, within: float) -> list[str]:
+    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root), f"--within={within:g}"]
     if releases.values_file:
         argv += ["-f", str(Path(releases.values_file).resolve())]
     if not releases.operator:
@@ -173,7 +173,7 @@ def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, sa
     if reused:
         say(reused)
     layout.logs.mkdir(parents=True, exist_ok=True)
-    argv = _supervisor_argv(layout, node, releases)
+    argv = _supervisor_argv(layout, node, releases, timeout)
     with open(layout.supervisor_log, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=layout.root, env={**os.environ, MARKER: str(layout.root)})

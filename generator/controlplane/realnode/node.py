@@ -78,7 +78,7 @@ def start(sup: Supervisor) -> None:
                                         ips=list(cert.ips))
 
     containerd_proc = sup.start(config.containerd(node))
-    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, 60, "containerd to answer on its socket",
+    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, sup.left(), "containerd to answer on its socket",
                          containerd_proc)
     import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
 
@@ -89,7 +89,7 @@ def start(sup: Supervisor) -> None:
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))
     core = client.CoreV1Api(operator.admin_client(sup.layout))
-    processes.wait_until(lambda: ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    processes.wait_until(lambda: ready(core, node.name), sup.left(), f"node {node.name} to be Ready", kubelet)
     if sup.node.gpus:
         gpus.advertise(core, node.name, sup.node.gpus)
         gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
@@ -113,7 +113,7 @@ def services(sup: Supervisor, node: config.RealNode) -> None:
     cert = proxy.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
     child = sup.start(proxy.component(node, build.path(build.KUBE_PROXY)))
-    processes.wait_until(lambda: proxy.synced(node), 60, "kube-proxy to write the `kubernetes` Service's rule", child)
+    processes.wait_until(lambda: proxy.synced(node), sup.left(), "kube-proxy to write the `kubernetes` Service's rule", child)
 
 
 def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
@@ -123,7 +123,7 @@ def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
     operator.apply(operator.admin_client(sup.layout), dns.rbac(), "default")
     child = sup.start(dns.component(node, build.path(build.COREDNS)))
     url = dns.ready_url(node)
-    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60,
+    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, sup.left(),
                          f"CoreDNS to answer on {node.address}:{dns.PORT}", child)
 
 
