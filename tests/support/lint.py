@@ -28,9 +28,9 @@ from tests.support import kube, scenarios
 
 def helm_cli() -> str | None:
     """The helm CLI `generator cluster build` made, else one on PATH."""
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
 
-    built = build.binary(build.HELM_BINARY)
+    built = build.binary(pins.HELM_BINARY)
     return str(built) if built.is_file() else shutil.which("helm")
 
 
