@@ -1,8 +1,8 @@
-"""What this machine's builds are made from, each fact once: the Go modules of ours (generator/paths.py
-finds them; their go.mod files pin Kubernetes, etcd, JobSet, containerd and CoreDNS), the releases
-`go install`ed at their own versions (training-operator, helm, Trainer, the registry, Kueue), the
-binaries' names, and the real node's sandbox image. controlplane/build.py turns them into its
-table of build groups; charts and releases read their versions here."""
+"""What this machine's builds are made from, each fact once: our Go modules (in gomodules/, found
+by generator/paths.py), whose go.mod files pin Kubernetes, etcd, JobSet, containerd and CoreDNS; the
+releases `go install`ed at their own versions (training-operator, helm, Trainer, the registry,
+Kueue); the binaries' names; the real node's sandbox image. controlplane/build.py turns them into
+its table of build groups; charts and releases read their versions here."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,7 +45,7 @@ KUEUE_PACKAGE = f"{KUEUE_MODULE}/cmd/kueue"
 KUEUE_BINARY = "kueue"
 
 # The real node: the kubelet and kube-proxy of the control plane's release, containerd v2 with its
-# runc shim and ctr, CoreDNS with the plugins its Corefile uses (its module's main.go).
+# runc shim and ctr, CoreDNS with the plugins its Corefile uses (gomodules/coredns/main.go).
 KUBELET = "kubelet"
 KUBE_PROXY = "kube-proxy"
 CONTAINERD_MODULE_DIR = paths.go_module("containerd")
