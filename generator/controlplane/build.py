@@ -73,14 +73,15 @@ def _installed(name: str, binary: str, package: str, version: str) -> Group:
     return Group(name, (binary,), f"{package}@{version}", Go((f"{package}@{version}",)), f"{binary} from {package}@{version}")
 
 
-def _control_plane(kube: list[str]) -> list[Group]:
-    """etcd's own main.go changes without relinking Kubernetes."""
+def _control_plane(kube: list[str], ldflags: str) -> list[Group]:
+    """The control plane's groups. etcd builds in Kubernetes' module but is a group of its own, so a
+    change to its main.go does not relink Kubernetes."""
     commands = tuple(pins.KUBE_COMMANDS)
     return [
         Group("etcd", ("etcd",), "\n".join([*kube, pins.ETCD_MAIN.read_text()]), Go(("./cmd/etcd",), pins.GO_MODULE),
               "etcd from go.etcd.io/etcd/server/v3 (embed)"),
-        Group("kubernetes", commands, "\n".join([*kube, pins.ldflags()]),
-              Go(tuple(f"k8s.io/kubernetes/cmd/{c}" for c in commands), pins.GO_MODULE, ("-ldflags", pins.ldflags())),
+        Group("kubernetes", commands, "\n".join([*kube, ldflags]),
+              Go(tuple(f"k8s.io/kubernetes/cmd/{c}" for c in commands), pins.GO_MODULE, ("-ldflags", ldflags)),
               f"{', '.join(commands)} from k8s.io/kubernetes", " (once per machine; about 5 minutes on 2 cores)"),
         _installed("operator", pins.OPERATOR_BINARY, pins.OPERATOR_PACKAGE, pins.OPERATOR_VERSION),
         _installed("helm", pins.HELM_BINARY, pins.HELM_PACKAGE, pins.HELM_VERSION),
@@ -92,9 +93,10 @@ def _control_plane(kube: list[str]) -> list[Group]:
     ]
 
 
-def _node(kube: list[str]) -> list[Group]:
-    kubernetes = [Group(c, (c,), "\n".join([*kube, pins.ldflags(), f"k8s.io/kubernetes/cmd/{c}"]),
-                        Go((f"k8s.io/kubernetes/cmd/{c}",), pins.GO_MODULE, ("-ldflags", pins.ldflags()), in_copy=True),
+def _node(kube: list[str], ldflags: str) -> list[Group]:
+    """The real node's groups; the kubelet and kube-proxy are of the control plane's release."""
+    kubernetes = [Group(c, (c,), "\n".join([*kube, ldflags, f"k8s.io/kubernetes/cmd/{c}"]),
+                        Go((f"k8s.io/kubernetes/cmd/{c}",), pins.GO_MODULE, ("-ldflags", ldflags), in_copy=True),
                         f"the {c} from k8s.io/kubernetes {pins.kube_version()}",
                         " (once per machine; under a minute after the control plane's build)", node=True)
                   for c in (pins.KUBELET, pins.KUBE_PROXY)]
@@ -122,8 +124,8 @@ def _node(kube: list[str]) -> list[Group]:
 def table() -> dict[str, Group]:
     """Every group by name, read from pins.py and the modules' files as they are now: a change to what
     one group is built from names a new folder for that group alone."""
-    kube = _texts(pins.GO_MODULE / "go.mod", pins.GO_MODULE / "go.sum")
-    return {g.name: g for g in [*_control_plane(kube), *_node(kube)]}
+    kube, ldflags = _texts(pins.GO_MODULE / "go.mod", pins.GO_MODULE / "go.sum"), pins.ldflags()
+    return {g.name: g for g in [*_control_plane(kube, ldflags), *_node(kube, ldflags)]}
 
 
 def part(node: bool = False) -> list[str]:
@@ -149,13 +151,17 @@ def group_dir(group: str) -> Path:
     return _root() / table()[group].folder
 
 
+def _holding(name: str) -> Group:
+    return next(g for g in table().values() if name in g.files)
+
+
 def group_of(name: str) -> str:
-    return next(g.name for g in table().values() if name in g.files)
+    return _holding(name).name
 
 
 def binary(name: str) -> Path:
     """Where the built file `name` is (or will be, once `ensure` has built its group)."""
-    return group_dir(group_of(name)) / name
+    return _root() / _holding(name).folder / name
 
 
 def _built(group: Group) -> bool:
