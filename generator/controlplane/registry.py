@@ -21,7 +21,7 @@ from pathlib import Path
 
 from generator import files
 from generator.container import ports
-from generator.controlplane import build, pki, processes
+from generator.controlplane import build, pins, pki, processes
 from generator.controlplane.layout import MARKER
 from generator.errors import UserError
 from generator.images.registry import Registry, default
@@ -82,7 +82,7 @@ def start(reg: Registry | None = None, say=print) -> Registry:
     reg = reg or default()
     if reg.pid():
         return reg
-    binary = build.ensure(say, groups=["registry"])[build.REGISTRY_BINARY]
+    binary = build.ensure(say, groups=["registry"])[pins.REGISTRY_BINARY]
     reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(reg.root / ".start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -114,8 +114,7 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
     from generator import paths
     from generator.controlplane import build
     from generator.controlplane.layout import MARK_FILE
-    from generator.controlplane.realnode import build as real_build
-    from generator.controlplane.realnode import node_name
+    from generator.controlplane.realnode import node_name, pause
 
     workdir, env = shell
     cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()
@@ -152,11 +151,10 @@ def test_the_readme_cluster_block_prints_what_the_readme_shows(shell, monkeypatc
     empty = workdir / "empty-cache"
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(empty))
     monkeypatch.setattr(build, "_go", lambda *args: None)
-    monkeypatch.setattr(real_build, "_go", lambda *args: None)
-    monkeypatch.setattr(real_build, "_pause", lambda *args: None)
+    monkeypatch.setattr(pause, "build", lambda *args: None)
     said: list[str] = []
     build.ensure(say=said.append)
-    real_build.ensure(say=said.append)  # the node's, after the control plane's, as `cluster up` builds them
+    build.ensure(say=said.append, groups=build.part(node=True))  # the node's after the control plane's, as `cluster up` builds them
     first_build = "\n".join(x for x in up_sample.splitlines() if x.startswith("building "))
     assert mismatch(same_words(first_build, cluster_dir, cache, "vm"), same_words("\n".join(said), cluster_dir, empty,
                                                                                     "vm")) == ""
