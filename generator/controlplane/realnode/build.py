@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from generator import debian, paths
+from generator.container import machine
 from generator.controlplane import build
 from generator.controlplane.realnode import oci
 from generator.errors import UserError
@@ -41,7 +42,7 @@ PAUSE_USER = "65535:65535"
 # Debian's packages for what the node takes from the machine: runc (crun refuses hybrid cgroups),
 # the CNI plugins the bridge network needs, and iptables for kube-proxy's Service rules.
 RUNC_PATHS = [Path("/usr/sbin/runc"), Path("/usr/bin/runc")]
-IPTABLES_PATHS = [Path("/usr/sbin/iptables"), Path("/sbin/iptables")]
+IPTABLES_PATHS = machine.IPTABLES_PATHS
 CNI_DIRS = [Path("/usr/lib/cni"), Path("/opt/cni/bin")]
 CNI_PLUGINS = ["bridge", "host-local", "loopback", "portmap"]
 PACKAGES = ["runc", "containernetworking-plugins", "iptables"]
@@ -107,8 +108,7 @@ def runc() -> Path | None:
 
 
 def iptables() -> Path | None:
-    found = shutil.which("iptables")
-    return Path(found) if found else next((p for p in IPTABLES_PATHS if p.is_file()), None)
+    return machine.iptables()
 
 
 def cni_dir() -> Path | None:
