@@ -67,7 +67,8 @@ def undo(before: Host, now: Host) -> Undo:
     container's, each has two; or an administrator's): then the machine is left as it is."""
     foreign = [r for r in _new(before, now, PRIVATE) if not _jumps([r], ADMIN)] + _new(before, now, ADMIN)
     ip_forward = "0" if before.ip_forward == "0" and now.ip_forward == "1" else None
-    made = [c for c in (PRIVATE, ADMIN) if c in now.rules and c not in before.rules]
+    # Without iptables at the first run's start, the chains there before are unknown: they stay.
+    made = [c for c in (PRIVATE, ADMIN) if c in now.rules and c not in before.rules and FORWARD in before.rules]
     if foreign:
         why = f"{len(foreign)} rules of other containers or of an administrator are in {PRIVATE} or {ADMIN}"
         kept = [*made, *(["net.ipv4.ip_forward=1"] if ip_forward else [])]
