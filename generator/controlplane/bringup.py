@@ -74,7 +74,7 @@ def etcd(sup: Supervisor) -> None:
     child = sup.start(components.etcd(cfg))
     context = _client_context(cfg, components.ETCD_CLIENT)
     processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.etcd_url}/health", context=context, timeout=2).status == 200,
-                         60, "etcd to be healthy", child)
+                         sup.left(), "etcd to be healthy", child)
 
 
 def _client_context(cfg: components.ControlPlane, stem: str) -> ssl.SSLContext:
@@ -90,7 +90,7 @@ def kube_apiserver(sup: Supervisor) -> None:
     components.write_files(components.Component("admin", [], files=components.admin_kubeconfig(cfg)))
     context = _client_context(cfg, "admin")
     processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.server}/readyz", context=context, timeout=5).status == 200,
-                         180, "kube-apiserver to be ready", child)
+                         sup.left(), "kube-apiserver to be ready", child)
 
 
 def kube_controller_manager(sup: Supervisor) -> None:
@@ -131,7 +131,7 @@ def default_service_account(sup: Supervisor) -> None:
                 return False
             raise
 
-    processes.wait_until(made, 60, "the controller-manager to make the ServiceAccount default in namespace default",
+    processes.wait_until(made, sup.left(), "the controller-manager to make the ServiceAccount default in namespace default",
                          sup.children["kube-controller-manager"])
 
 
@@ -152,11 +152,11 @@ def kueue_release(sup: Supervisor) -> None:
 
 def releases_ready(sup: Supervisor) -> None:
     if sup.state.operator:
-        operator.wait_ready(sup.layout, sup.state.operator, sup.children["kubelet"])
+        operator.wait_ready(sup.layout, sup.state.operator, sup.children["kubelet"], sup.left())
     if sup.state.trainer:
-        trainer_release_.wait_ready(sup.layout, sup.children["kubelet"])
+        trainer_release_.wait_ready(sup.layout, sup.children["kubelet"], sup.left())
     if sup.state.kueue:
-        kueue_release_.wait_ready(sup.layout, sup.children["kubelet"])
+        kueue_release_.wait_ready(sup.layout, sup.children["kubelet"], sup.left())
 
 
 def kueue_queues(sup: Supervisor) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from generator import helm, paths
-from generator.controlplane import build, kueue_release, registry, trainer_release
+from generator.controlplane import build, kueue_release, pins, registry, trainer_release
 from generator.errors import UserError
 from generator.images import base, recipe, trainer
 from generator.images import engine as engine_
@@ -124,13 +124,13 @@ def plan(images: dict[str, str]) -> list[Made]:
     from generator.container import programs
 
     repo_of = {base.qualified(trainer.repository()): "trainer",
-               base.qualified(programs.repository(programs.of("operator").repository)): build.OPERATOR_BINARY}
+               base.qualified(programs.repository(programs.of("operator").repository)): pins.OPERATOR_BINARY}
     for role, repo in trainer_release.images().items():
-        binary = {"trainer-controller": build.TRAINER_BINARY, "jobset": build.JOBSET_BINARY}.get(role)
+        binary = {"trainer-controller": pins.TRAINER_BINARY, "jobset": pins.JOBSET_BINARY}.get(role)
         if binary:
             repo_of[base.qualified(repo)] = binary
     for repo in kueue_release.images().values():
-        repo_of[base.qualified(repo)] = build.KUEUE_BINARY
+        repo_of[base.qualified(repo)] = pins.KUEUE_BINARY
     out = []
     for image in images:
         repo, _ = split(image)

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from generator import paths
-from generator.controlplane import build, pki
+from generator.controlplane import build, pins, pki
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import NodeOptions
 
@@ -222,7 +222,7 @@ def operator_install(layout: Layout, values: dict, release: str, namespace: str,
     """`helm install` of charts/pytorch-operator as a release that `helm list`, `upgrade`, `test`
     and `uninstall` see, as a user would install it on any cluster."""
     values_file = layout.root / "operator-values.yaml"
-    argv = [str(build.binary(build.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace",
+    argv = [str(build.binary(pins.HELM_BINARY)), "install", release, str(paths.OPERATOR_CHART), "--namespace",
             namespace, "--values", str(values_file)]
     if create_namespace:
         argv.append("--create-namespace")

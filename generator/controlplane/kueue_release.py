@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from generator import kinds
-from generator.controlplane import build, processes
+from generator.controlplane import build, pins, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import OperatorRelease
 from generator.errors import UserError
@@ -41,14 +41,14 @@ NO_QUEUES = "none"
 def chart(cache: Path | None = None) -> Path:
     from generator.controlplane.trainer_release import module_cache
 
-    return (cache or module_cache()) / f"{build.KUEUE_MODULE}@{build.KUEUE_VERSION}" / "charts" / "kueue"
+    return (cache or module_cache()) / f"{pins.KUEUE_MODULE}@{pins.KUEUE_VERSION}" / "charts" / "kueue"
 
 
 def checked_chart() -> Path:
     path = chart()
     if not (path / "Chart.yaml").is_file():
         raise UserError(f"{path}: no such chart in the Go module cache, where `cluster build` leaves it; run "
-                        f"`go mod download {build.KUEUE_MODULE}@{build.KUEUE_VERSION}` (or `python -m generator "
+                        f"`go mod download {pins.KUEUE_MODULE}@{pins.KUEUE_VERSION}` (or `python -m generator "
                         "cluster build` after clearing the cache)")
     return path
 
@@ -101,7 +101,7 @@ def install(layout: Layout, env: dict[str, str]) -> OperatorRelease:
     path = checked_chart()
     values_file = layout.root / "kueue-values.yaml"
     values_file.write_text(yaml.safe_dump(values(path)))
-    argv = [str(build.binary(build.HELM_BINARY)), "install", RELEASE, str(path), "--namespace", NAMESPACE,
+    argv = [str(build.binary(pins.HELM_BINARY)), "install", RELEASE, str(path), "--namespace", NAMESPACE,
             "--create-namespace", "--values", str(values_file), "--timeout", "5m"]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     if proc.returncode:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from generator import files
 from generator.container import ports
-from generator.controlplane import build, pki, processes
+from generator.controlplane import build, pins, pki, processes
 from generator.controlplane.layout import MARKER
 from generator.errors import UserError
 from generator.images.registry import Registry, default
@@ -106,7 +106,7 @@ def start(reg: Registry | None = None, say=print) -> Registry:
     pair = (reg, reg.readonly)
     if all(r.pid() for r in pair):
         return reg
-    binary = build.ensure(say, groups=["registry"])[build.REGISTRY_BINARY]
+    binary = build.ensure(say, groups=["registry"])[pins.REGISTRY_BINARY]
     reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(reg.root / ".start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

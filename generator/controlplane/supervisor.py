@@ -4,7 +4,7 @@ child exits, and on SIGTERM stops every child, last started first. `generator cl
 it in the background.
 
     python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer]
-        [--kueue [--kueue-quota QUOTA]] [--node JSON]
+        [--kueue [--kueue-quota QUOTA]] [--node JSON] [--within SECONDS]
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -25,8 +26,11 @@ from generator.controlplane.state import ClusterState, NodeOptions, Process
 
 class Supervisor:
     def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False,
-                 kueue: bool = False, kueue_quota: dict[str, str] | None = None):
+                 kueue: bool = False, kueue_quota: dict[str, str] | None = None, within: float = 600):
         self.layout = layout
+        # Every step's wait takes what `cluster up --timeout` has left, never a fixed minute of its own:
+        # a loaded machine is slow at every step, and the user's timeout is the one figure they chose.
+        self.end = time.monotonic() + within
         self.trainer = trainer  # Kubeflow Trainer's release too
         self.kueue = kueue  # Kueue's release too
         self.kueue_quota = kueue_quota  # the ClusterQueue's quota beyond the node's; None: no queues
@@ -38,6 +42,10 @@ class Supervisor:
         self.network: network.PodNetwork | None = None
         self.config: components.ControlPlane | None = None  # chosen by the certificates step
         self.step: bringup.Step | None = None  # the bring-up step under way
+
+    def left(self) -> float:
+        """Seconds the bring-up has left of `cluster up`'s timeout."""
+        return processes.left(self.end)
 
     # --- state -------------------------------------------------------------------------------
     def save(self, **changes) -> None:
@@ -133,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the ClusterQueue's quota (kueue_release.parse_quota), `none` for no queues")
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
+    parser.add_argument("--within", type=float, default=600, metavar="SECONDS",
+                        help="what `cluster up --timeout` leaves the bring-up: every step's wait ends by then")
     args = parser.parse_args(argv)
     values = None
     if not args.no_operator:
@@ -140,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         from generator.job import values_io
 
         values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
-    supervisor = Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota)
+    supervisor = Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota,
+                            args.within)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: supervisor.stopping.set())
     code = supervisor.run()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import build, processes
+from generator.controlplane import build, pins, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import OperatorRelease
 from generator.errors import UserError
@@ -47,17 +47,17 @@ def module_cache() -> Path:
 
 
 def trainer_chart(cache: Path | None = None) -> Path:
-    return (cache or module_cache()) / f"{build.TRAINER_MODULE}@{build.TRAINER_VERSION}" / "charts" / "kubeflow-trainer"
+    return (cache or module_cache()) / f"{pins.TRAINER_MODULE}@{pins.TRAINER_VERSION}" / "charts" / "kubeflow-trainer"
 
 
 def jobset_chart(cache: Path | None = None) -> Path:
-    return (cache or module_cache()) / f"{build.JOBSET_MODULE}@{build.jobset_version()}" / "charts" / "jobset"
+    return (cache or module_cache()) / f"{pins.JOBSET_MODULE}@{pins.jobset_version()}" / "charts" / "jobset"
 
 
 def _charts() -> tuple[Path, Path]:
     trainer, jobset = trainer_chart(), jobset_chart()
-    for chart, fix in ((trainer, f"go mod download {build.TRAINER_MODULE}@{build.TRAINER_VERSION}"),
-                       (jobset, f"cd {build.JOBSET_MODULE_DIR} && go mod download {build.JOBSET_MODULE}")):
+    for chart, fix in ((trainer, f"go mod download {pins.TRAINER_MODULE}@{pins.TRAINER_VERSION}"),
+                       (jobset, f"cd {pins.JOBSET_MODULE_DIR} && go mod download {pins.JOBSET_MODULE}")):
         if not (chart / "Chart.yaml").is_file():
             raise UserError(f"{chart}: no such chart in the Go module cache, where `cluster build` leaves it; run "
                             f"`{fix}` (or `python -m generator cluster build` after clearing the cache)")
@@ -108,7 +108,7 @@ def install(layout: Layout, env: dict[str, str]) -> OperatorRelease:
     chart = stage(layout.root / "helm" / "charts")
     values = layout.root / "trainer-values.yaml"
     values.write_text(yaml.safe_dump(VALUES))
-    argv = [str(build.binary(build.HELM_BINARY)), "install", RELEASE, str(chart), "--namespace", NAMESPACE,
+    argv = [str(build.binary(pins.HELM_BINARY)), "install", RELEASE, str(chart), "--namespace", NAMESPACE,
             "--create-namespace", "--values", str(values), "--timeout", "5m"]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     if proc.returncode:

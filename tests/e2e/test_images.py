@@ -327,9 +327,9 @@ def private_registry(engine, registry, tmp_path):
     own (the reader trusts it through SSL_CERT_FILE, as Python's TLS reads it), holding ml/app:1, made
     by `start(auth)` with the given `auth` configuration, on a port of its own each time."""
     from generator.container import ports
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
 
-    binary = build.ensure(lambda line: None, groups=["registry"])[build.REGISTRY_BINARY]
+    binary = build.ensure(lambda line: None, groups=["registry"])[pins.REGISTRY_BINARY]
     started = []
 
     def start(auth: dict) -> str:

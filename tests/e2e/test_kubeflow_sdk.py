@@ -51,7 +51,7 @@ def jobs(cluster, tmp_path_factory):
     `create_job`, started together (so they train side by side) in a namespace of this module's own."""
     from kubernetes import client
 
-    from generator.controlplane import build, operator
+    from generator.controlplane import build, operator, pins
     from generator.controlplane.layout import Layout
 
     core = client.CoreV1Api(cluster.api())
@@ -60,7 +60,7 @@ def jobs(cluster, tmp_path_factory):
     for name in ("sdkjob", "helmjob"):
         (folder / f"{name}.yaml").write_text(VALUES.format(name=name))
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
-    helm = [str(build.binary(build.HELM_BINARY))]
+    helm = [str(build.binary(pins.HELM_BINARY))]
     env = operator.helm_env(Layout(cluster.dir))
     done = subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
                            str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True, timeout=120)

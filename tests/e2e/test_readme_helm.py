@@ -71,11 +71,11 @@ spec:
 
 class Shell:
     def __init__(self, cluster, workdir: Path):
-        from generator.controlplane import build, operator
+        from generator.controlplane import build, operator, pins
         from generator.controlplane.layout import Layout
 
         self.cluster, self.workdir = cluster, workdir
-        self.tools = {"helm": str(build.binary(build.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
+        self.tools = {"helm": str(build.binary(pins.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
                       "python": sys.executable}
         self.env = {**operator.helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
 

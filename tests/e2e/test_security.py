@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import container_pid
+from tests.support.reach import NOBODY, reach
 
 pytestmark = pytest.mark.e2e
-NOBODY = 65534
 
 
 def control_plane_pids(cluster) -> dict[str, int]:
@@ -207,32 +207,6 @@ def test_the_operators_pod_runs_as_its_chart_says(cluster):
     assert pod.status.container_statuses[0].ready
 
 
-REACH = """
-import json, socket, struct, sys
-
-def query():
-    # A DNS query for the API server's Service, as a pod's resolver sends it.
-    name = b"".join(bytes([len(p)]) + p for p in b"kubernetes.default.svc.cluster.local".split(b".")) + b"\\0"
-    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + name + struct.pack("!HH", 1, 1)
-
-out = {}
-for kind, host, port in json.loads(sys.argv[1]):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
-    s.settimeout(10)
-    try:
-        s.connect((host, port))
-        if kind == "udp":
-            s.send(query())
-            s.recv(512)
-        out[f"{kind} {host}:{port}"] = "answered"
-    except OSError as e:
-        out[f"{kind} {host}:{port}"] = type(e).__name__
-    finally:
-        s.close()
-print(json.dumps(out))
-"""
-
-
 def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster):
     """The machine routes the pods' addresses, and CoreDNS listens on the bridge's: without the
     cluster's firewall chain, uid 65534 resolved Services and read the operator's metrics."""
@@ -245,11 +219,9 @@ def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster
                                                 label_selector="app.kubernetes.io/component=controller").items
     targets = [["tcp", pod.status.pod_ip, 8080], ["udp", dns, 53], ["tcp", dns, 53]]
     metrics, dns_udp, dns_tcp = (f"{k} {h}:{p}" for k, h, p in targets)
-    got = as_nobody(cluster, REACH, json.dumps(targets))
+    got = reach(targets, NOBODY)
     assert got == {metrics: "ConnectionRefusedError", dns_udp: "PermissionError", dns_tcp: "ConnectionRefusedError"}
-    root = subprocess.run([sys.executable, "-c", textwrap.dedent(REACH), json.dumps(targets)], capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert set(json.loads(root.stdout).values()) == {"answered"}  # the API server and the kubelet run as root
+    assert set(reach(targets).values()) == {"answered"}  # the API server and the kubelet run as root
 
 
 def test_the_nodes_registry_key_pulls_and_changes_nothing(cluster):

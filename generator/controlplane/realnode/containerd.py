@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generator.controlplane.realnode import build
+from generator.controlplane import pins
 
 if TYPE_CHECKING:
     from generator.controlplane.realnode.config import RealNode
@@ -64,7 +64,7 @@ def containerd_config(node: RealNode) -> str:
             "io.containerd.cri.v1.images": {
                 "snapshotter": "overlayfs",
                 # Imported at every start, never pulled, never collected.
-                "pinned_images": {"sandbox": build.PAUSE_IMAGE},
+                "pinned_images": {"sandbox": pins.PAUSE_IMAGE},
                 # A layer's compressed blob goes once it is unpacked: the trainer's image is 3 GB of
                 # blobs beside its 5 GB unpacked, in each cluster's containerd (the registry keeps them).
                 "discard_unpacked_layers": True,

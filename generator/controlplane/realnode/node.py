@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.container import ports
-from generator.controlplane import operator, pki, processes
+from generator.controlplane import build, operator, pins, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, containerd, dns, gpus, host, kernel, proxy, support
+from generator.controlplane.realnode import config, containerd, dns, gpus, host, kernel, packaged, proxy, support
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def describe(sup: Supervisor) -> config.RealNode:
-    runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
+    runc, cni = packaged.install(say=lambda line: print(line, flush=True))
     free = ports.free_port
     reserved = support.system_reserved(sup.node, support.Capacity.read())
     return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
@@ -79,9 +79,9 @@ def start(sup: Supervisor) -> None:
                                         ips=list(cert.ips))
 
     containerd_proc = sup.start(config.containerd(node))
-    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, 60, "containerd to answer on its socket",
+    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, sup.left(), "containerd to answer on its socket",
                          containerd_proc)
-    import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
+    import_image(sup.layout, build.binary(pins.PAUSE_ARCHIVE))
 
     cluster_dns(sup, node)
     host.make_cgroup_root(sup.layout.root)
@@ -90,7 +90,7 @@ def start(sup: Supervisor) -> None:
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))
     core = client.CoreV1Api(operator.admin_client(sup.layout))
-    processes.wait_until(lambda: ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    processes.wait_until(lambda: ready(core, node.name), sup.left(), f"node {node.name} to be Ready", kubelet)
     if sup.node.gpus:
         gpus.advertise(core, node.name, sup.node.gpus)
         gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
@@ -113,8 +113,8 @@ def services(sup: Supervisor, node: config.RealNode) -> None:
     `kubernetes` Service's rule is written: the controllers the charts install dial it first."""
     cert = proxy.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
-    child = sup.start(proxy.component(node, build.path(build.KUBE_PROXY)))
-    processes.wait_until(lambda: proxy.synced(node), 60, "kube-proxy to write the `kubernetes` Service's rule", child)
+    child = sup.start(proxy.component(node, build.binary(pins.KUBE_PROXY)))
+    processes.wait_until(lambda: proxy.synced(node), sup.left(), "kube-proxy to write the `kubernetes` Service's rule", child)
 
 
 def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
@@ -122,9 +122,9 @@ def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
     cert = dns.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
     operator.apply(operator.admin_client(sup.layout), dns.rbac(), "default")
-    child = sup.start(dns.component(node, build.path(build.COREDNS)))
+    child = sup.start(dns.component(node, build.binary(pins.COREDNS)))
     url = dns.ready_url(node)
-    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60,
+    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, sup.left(),
                          f"CoreDNS to answer on {node.address}:{dns.PORT}", child)
 
 
