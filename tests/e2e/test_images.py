@@ -687,3 +687,27 @@ def test_a_failed_container_restarts_under_its_restart_policy_and_the_job_succee
     assert "master-0 | second start" in proc.stdout
     assert re.search(r"^master-0\s+Succeeded\s+1\s+0\s", proc.stderr, re.M), proc.stderr
     assert containers_left(engine, job) == []
+
+
+def test_the_read_only_twin_starts_and_stops_with_the_registry(tmp_path, registry):
+    """A registry of the test's own (the real binary, its own folder and ports): the read-only twin
+    starts with it on a port and CA of its own, answers its own client, and is started alone at the
+    next start when only it stopped; both stop together."""
+    from generator.controlplane import registry as registry_
+    from generator.images.registry import Registry
+
+    reg = Registry(tmp_path / "registry")
+    said = []
+    try:
+        assert registry_.start(reg, say=said.append) == reg
+        assert reg.pid() and reg.readonly.pid() and reg.address != reg.readonly.address
+        assert reg.readonly.request("/v2/")[0] == 200  # its own client, its own CA
+        assert [line.split(" serving")[0] for line in said] == ["registry", "read-only registry (the nodes' pulls)"]
+        first = reg.pid()
+        twin = registry_._stop_one(reg.readonly)
+        registry_.start(reg, say=said.append)
+        assert reg.pid() == first and reg.readonly.pid() not in (None, twin)
+    finally:
+        pids = registry_.stop(reg)
+    assert len(pids) == 2 and not reg.pid() and not reg.readonly.pid()
+    assert registry_.stop(reg) == []

@@ -222,3 +222,41 @@ def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster
     got = reach(targets, NOBODY)
     assert got == {metrics: "ConnectionRefusedError", dns_udp: "PermissionError", dns_tcp: "ConnectionRefusedError"}
     assert set(reach(targets).values()) == {"answered"}  # the API server and the kubelet run as root
+
+
+def test_the_nodes_registry_key_pulls_and_changes_nothing(cluster):
+    """A cluster's folder holds the read-only registry's client: it pulls there; the read-only
+    registry answers a push or a delete with 405, and the writable one, which pushes and deletes,
+    refuses the key at the TLS handshake."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from generator.images.registry import MANIFEST_TYPES, default, split
+
+    reg = default()
+    client = cluster.dir / "node" / "registry-client"
+    hosts = (cluster.dir / "node" / "certs.d" / "ghcr.io" / "hosts.toml").read_text()
+    assert f"https://{reg.readonly.address}/v2/ghcr.io" in hosts and reg.address not in hosts
+
+    def ask(address: str, path: str, method: str = "GET", ca: Path = client / "ca.crt") -> int:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(str(client / "client.cert"), str(client / "client.key"))
+        req = urllib.request.Request(f"https://{address}{path}", method=method, headers={"Accept": MANIFEST_TYPES},
+                                     data=b"{}" if method in ("POST", "PUT") else None)
+        try:
+            with urllib.request.urlopen(req, context=context, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    repo, tag = split(next(n for n in reg.catalog() if n.startswith("ghcr.io/kubeflow/")))
+    digest = reg.has(f"{repo}:{tag}")
+    assert ask(reg.readonly.address, f"/v2/{repo}/manifests/{tag}") == 200
+    writes = [("POST", f"/v2/{repo}/blobs/uploads/"), ("PUT", f"/v2/{repo}/manifests/{tag}"),
+              ("DELETE", f"/v2/{repo}/manifests/{digest}")]
+    assert {path: ask(reg.readonly.address, path, method) for method, path in writes} == {p: 405 for _, p in writes}
+    for method, path in [("GET", f"/v2/{repo}/manifests/{tag}"), *writes]:
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            ask(reg.address, path, method, ca=reg.certs / "ca.crt")
+    assert reg.has(f"{repo}:{tag}") == digest

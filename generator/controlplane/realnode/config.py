@@ -51,7 +51,7 @@ class Folders:
 
     @property
     def registry_client(self) -> Path:
-        """The node's copy of the machine registry's CA and client certificate (0600 each): the
+        """The node's copy of the read-only registry's CA and client certificate (0600 each): the
         hosts files name them here, in the cluster's folder, never in the registry's."""
         return self.root / "registry-client"
 
@@ -94,10 +94,10 @@ class NodePorts:
 
 @dataclass(frozen=True)
 class Mirror:
-    """The registry on this machine as the node's containerd pulls from it: its address, and the
-    registry names it holds images under (the first part of each of its repositories: ghcr.io,
-    docker.io, ...), each of which containerd sends there first."""
-    address: str  # 127.0.0.1:PORT, mutual TLS
+    """The registry on this machine as the node's containerd pulls from it: the read-only one's
+    address, and the registry names it holds images under (the first part of each of its
+    repositories: ghcr.io, docker.io, ...), each of which containerd sends there first."""
+    address: str  # 127.0.0.1:PORT, mutual TLS, read-only
     names: tuple[str, ...]
 
 

@@ -34,13 +34,13 @@ def describe(sup: Supervisor) -> config.RealNode:
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
-    """The machine's registry (the bring-up's first step started it) and the registry names it
-    holds images under now."""
+    """The machine's read-only registry, which the node pulls from (the bring-up's first step
+    started it with the writable one), and the registry names it holds images under now."""
     reg = reg or registry.default()
-    if not reg.address:
+    if not reg.readonly.address:
         raise UserError(f"the registry in {reg.root} is not running, and the real node pulls every image from it: "
                         "run `python -m generator image registry up`, then `cluster up` again")
-    return config.Mirror(reg.address, registry_names(reg.catalog()))
+    return config.Mirror(reg.readonly.address, registry_names(reg.catalog()))
 
 
 def registry_names(held: list[str]) -> tuple[str, ...]:
@@ -49,14 +49,15 @@ def registry_names(held: list[str]) -> tuple[str, ...]:
 
 
 def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
-    """The registry's CA and client pair into the node's folder (0700), each 0600, for containerd's hosts files."""
+    """The read-only registry's CA and client pair into the node's folder (0700), each 0600, for
+    containerd's hosts files: a key that pulls, and that the writable registry refuses."""
     folders.registry_client.mkdir(mode=0o700, parents=True, exist_ok=True)
     folders.registry_client.chmod(0o700)
     for name in containerd.REGISTRY_CLIENT_FILES:
         fd = os.open(folders.registry_client / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             os.fchmod(fd, 0o600)
-            out.write((reg.certs / name).read_bytes())
+            out.write((reg.readonly.certs / name).read_bytes())
 
 
 def start(sup: Supervisor) -> None:

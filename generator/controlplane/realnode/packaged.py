@@ -8,10 +8,11 @@ import shutil
 from pathlib import Path
 
 from generator import debian
+from generator.container import machine
 from generator.errors import UserError
 
 RUNC_PATHS = [Path("/usr/sbin/runc"), Path("/usr/bin/runc")]
-IPTABLES_PATHS = [Path("/usr/sbin/iptables"), Path("/sbin/iptables")]
+IPTABLES_PATHS = machine.IPTABLES_PATHS
 CNI_DIRS = [Path("/usr/lib/cni"), Path("/opt/cni/bin")]
 CNI_PLUGINS = ["bridge", "host-local", "loopback", "portmap"]
 PACKAGES = ["runc", "containernetworking-plugins", "iptables"]
@@ -23,8 +24,7 @@ def runc() -> Path | None:
 
 
 def iptables() -> Path | None:
-    found = shutil.which("iptables")
-    return Path(found) if found else next((p for p in IPTABLES_PATHS if p.is_file()), None)
+    return machine.iptables()
 
 
 def cni_dir() -> Path | None:
