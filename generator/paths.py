@@ -18,12 +18,12 @@ JOB_CHART = CHARTS / "pytorchjob"
 OPERATOR_CHART = CHARTS / "pytorch-operator"
 TRAINER_DOCKERFILE = ROOT / "trainer" / "Dockerfile"
 SCHEMA = JOB_CHART / "values.schema.json"  # the top-level values.schema.json is a link to it
-# The Go modules `cluster build` builds in (package data of generator.controlplane, wheel or checkout).
-GO_MODULES = PACKAGE / "controlplane"
+# The Go modules `cluster build` builds in, in one folder (package data of generator.controlplane, wheel or checkout).
+GO_MODULES = PACKAGE / "controlplane" / "gomodules"
 
 
 def go_module(name: str) -> Path:
-    """The folder of one of the cluster build's Go modules: go, containerd, coredns or jobset."""
+    """The folder of one of the cluster build's Go modules: go (Kubernetes and etcd), containerd, coredns or jobset."""
     return GO_MODULES / name
 
 

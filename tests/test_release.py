@@ -70,7 +70,9 @@ def test_the_wheel_from_dist_works_in_an_empty_venv_and_an_empty_folder(tmp_path
     # What the commands read at run time is in both artifacts: the charts, the schema, the image recipe, the Go modules.
     inside = zipfile.ZipFile(wheel).namelist()
     for name in ("generator/_resources/charts/pytorchjob/values.schema.json", "generator/_resources/charts/pytorch-operator/"
-                 "Chart.yaml", "generator/_resources/trainer/Dockerfile", "generator/controlplane/go/go.mod"):
+                 "Chart.yaml", "generator/_resources/trainer/Dockerfile", "generator/controlplane/gomodules/go/go.mod",
+                 "generator/controlplane/gomodules/go/cmd/etcd/main.go", "generator/controlplane/gomodules/coredns/main.go",
+                 "generator/controlplane/gomodules/jobset/go.sum"):
         assert name in inside, name
     assert f"pytorchjob_kit-{release.package_version()}/charts/pytorchjob/Chart.yaml" in tarfile.open(sdist).getnames()
 

@@ -89,8 +89,11 @@ class Reporter:
                 last = time.monotonic()
                 why, lasting = self._post(report)
                 failures = 0 if why is None else failures + 1
-                if why is not None and (lasting or failures >= FAILURES):
-                    self._stop(f"progress reports to {self.url} stopped: {why}; training goes on")
+                # The run's last report failing is said too: a short run may end before FAILURES.
+                if why is not None and (lasting or failures >= FAILURES or final):
+                    times = f" (the last {failures} reports failed)" if failures > 1 else ""
+                    then = "the run's end went unreported" if final else "training goes on"
+                    self._stop(f"progress reports to {self.url} stopped: {why}{times}; {then}")
                     return
             if final:
                 return
@@ -121,8 +124,8 @@ class Reporter:
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError):
-                return f"no answer within {self.timeout:g} s, {FAILURES} times in a row", False
-            return f"{reason} ({FAILURES} times in a row)", False
+                return f"no answer within {self.timeout:g} s", False
+            return str(reason), False
 
 
 def _message(exc: urllib.error.HTTPError) -> str:

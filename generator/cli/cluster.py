@@ -202,11 +202,11 @@ def build_cmd() -> None:
     machine, into the user's cache ($PYTORCHJOB_KIT_CACHE, else $XDG_CACHE_HOME/pytorchjob-kit or
     ~/.cache/pytorchjob-kit)."""
     from generator.controlplane import build, lifecycle
-    from generator.controlplane.realnode import build as real_build
 
-    lifecycle.check_machine(None, _say)
-    missing = set(build.missing()) | set(real_build.missing())
-    paths = {**build.ensure(say=_say), **real_build.ensure(say=_say)}
+    lifecycle.check_machine(None, _say)  # installs runc, iptables and the CNI plugins where the node would
+    every = list(build.table())  # the control plane's groups, then the node's
+    missing = set(build.missing(every))
+    paths = build.ensure(say=_say, groups=every)
     for folder in dict.fromkeys(p.parent for p in paths.values()):
         names = [n for n, p in paths.items() if p.parent == folder]
         state = "built" if missing & set(names) else "up to date"

@@ -93,17 +93,23 @@ def registry_status() -> None:
         click.echo(f"registry in {reg.root}: stopped")
         return
     click.echo(f"registry in {reg.root}: serving on {reg.address} (pid {reg.pid()}), client certificate folder {reg.certs}")
+    pulls = reg.readonly
+    if pulls.address:
+        click.echo(f"read-only registry (the nodes' pulls): serving on {pulls.address} (pid {pulls.pid()}), client "
+                   f"certificate folder {pulls.certs}")
+    else:
+        click.echo("read-only registry (the nodes' pulls): stopped (`image registry up` starts it)")
     for name in reg.catalog():
         click.echo(f"holds {reg.address}/{name}")
 
 
 @registry_group.command("down")
 def registry_down() -> None:
-    """Stop the registry; what it holds stays for its next start."""
+    """Stop the registry and its read-only twin; what they hold stays for their next start."""
     from generator.controlplane import registry
 
-    pid = registry.stop()
-    click.echo(f"stopped: registry (pid {pid})" if pid else "the registry was not running")
+    pids = registry.stop()
+    click.echo(f"stopped: registry (pids {', '.join(map(str, pids))})" if pids else "the registry was not running")
 
 
 @command.command("load")

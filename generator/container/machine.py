@@ -4,8 +4,18 @@ as the kubelet resolves them against its node's allocatable."""
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 POD_CAPACITY = "110"  # the kubelet's default maxPods
+# Where Debian puts iptables, for root's commands run with a PATH that lacks the sbin folders.
+IPTABLES_PATHS = [Path("/usr/sbin/iptables"), Path("/sbin/iptables")]
+
+
+def iptables() -> Path | None:
+    """This machine's iptables: the cluster's firewall and kube-proxy, and `run --container`'s undoing of podman's chains."""
+    found = shutil.which("iptables")
+    return Path(found) if found else next((p for p in IPTABLES_PATHS if p.is_file()), None)
 
 
 def memory_bytes() -> int:

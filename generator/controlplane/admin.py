@@ -22,8 +22,9 @@ def holds(obj, condition: str) -> bool:
     return any(c.type == condition and c.status == "True" for c in (obj.status.conditions or []))
 
 
-def apply(api, objects: list[dict], namespace: str) -> None:
-    """Server-side apply in dependency order: namespaces and CRDs (established) first."""
+def apply(api, objects: list[dict], namespace: str, end: float) -> None:
+    """Server-side apply in dependency order: namespaces and CRDs (established within what the
+    deadline `end`, the bring-up's, has left) first."""
     from kubernetes import dynamic
 
     dyn = dynamic.DynamicClient(api)
@@ -36,7 +37,7 @@ def apply(api, objects: list[dict], namespace: str) -> None:
             resource.server_side_apply(body=obj, name=obj["metadata"]["name"], namespace=ns,
                                        field_manager=FIELD_MANAGER, force_conflicts=True)
         for crd in (o for o in group if o["kind"] == "CustomResourceDefinition"):
-            processes.wait_until(lambda name=crd["metadata"]["name"]: _established(dyn, name), 60,
+            processes.wait_until(lambda name=crd["metadata"]["name"]: _established(dyn, name), processes.left(end),
                                  f"CRD {crd['metadata']['name']} to be established")
 
 

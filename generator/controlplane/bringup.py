@@ -73,7 +73,7 @@ def etcd(sup: Supervisor) -> None:
     child = sup.start(components.etcd(cfg))
     context = _client_context(cfg, components.ETCD_CLIENT)
     processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.etcd_url}/health", context=context, timeout=2).status == 200,
-                         60, "etcd to be healthy", child)
+                         sup.left(), "etcd to be healthy", child)
 
 
 def _client_context(cfg: components.ControlPlane, stem: str) -> ssl.SSLContext:
@@ -89,7 +89,7 @@ def kube_apiserver(sup: Supervisor) -> None:
     components.write_files(components.Component("admin", [], files=components.admin_kubeconfig(cfg)))
     context = _client_context(cfg, "admin")
     processes.wait_until(lambda: urllib.request.urlopen(f"{cfg.server}/readyz", context=context, timeout=5).status == 200,
-                         180, "kube-apiserver to be ready", child)
+                         sup.left(), "kube-apiserver to be ready", child)
 
 
 def kube_controller_manager(sup: Supervisor) -> None:
@@ -110,7 +110,7 @@ def node(sup: Supervisor) -> None:
 
 def default_storage(sup: Supervisor) -> None:
     api = admin.admin_client(sup.layout)
-    admin.apply(api, [storage.storage_class()], "default")
+    admin.apply(api, [storage.storage_class()], "default", sup.end)
     storage.Provisioner(api, sup.layout.volumes, sup.stopping).start()
 
 
@@ -130,45 +130,46 @@ def default_service_account(sup: Supervisor) -> None:
                 return False
             raise
 
-    processes.wait_until(made, 60, "the controller-manager to make the ServiceAccount default in namespace default",
+    processes.wait_until(made, sup.left(), "the controller-manager to make the ServiceAccount default in namespace default",
                          sup.children["kube-controller-manager"])
 
 
 def operator_release(sup: Supervisor) -> None:
     release, create_namespace = operator.release(sup.operator_values)
-    sup.save(operator=base.install(sup.layout, release, operator.chart(), sup.operator_values, sup.deadline,
+    sup.save(operator=base.install(sup.layout, release, operator.chart(), sup.operator_values, sup.end,
                                    create_namespace))
 
 
 def trainer_release(sup: Supervisor) -> None:
     # Installed while the operator's pod starts: the releases become ready side by side.
-    sup.save(trainer=base.install(sup.layout, trainer.RELEASE, trainer.chart(sup.layout), trainer.VALUES, sup.deadline))
+    sup.save(trainer=base.install(sup.layout, trainer.RELEASE, trainer.chart(sup.layout), trainer.VALUES, sup.end))
 
 
 def kueue_release(sup: Supervisor) -> None:
     # After Trainer's: Kueue's webhooks refuse PyTorchJobs and TrainJobs until its pod answers,
     # so nothing that creates them may run before it is ready.
     chart = kueue.checked_chart()
-    sup.save(kueue=base.install(sup.layout, kueue.RELEASE, base.Chart(str(chart)), kueue.values(chart), sup.deadline))
+    sup.save(kueue=base.install(sup.layout, kueue.RELEASE, base.Chart(str(chart)), kueue.values(chart), sup.end))
 
 
 def releases_ready(sup: Supervisor) -> None:
-    """Each installed release ready, one after the other, all within the one deadline of `cluster up`."""
+    """Each installed release ready, one after the other, all within what `cluster up --timeout`
+    leaves the bring-up (the supervisor's deadline, Supervisor.end)."""
     kubelet = sup.children["kubelet"]
     installed = sup.state.operator
     if installed:
         base.wait_ready(sup.layout, operator.RELEASE.with_deployment(installed.namespace, installed.deployment),
-                        kubelet, sup.deadline)
+                        kubelet, sup.end)
     for installed, release in ((sup.state.trainer, trainer.RELEASE), (sup.state.kueue, kueue.RELEASE)):
         if installed:
-            base.wait_ready(sup.layout, release, kubelet, sup.deadline)
+            base.wait_ready(sup.layout, release, kubelet, sup.end)
 
 
 def kueue_queues(sup: Supervisor) -> None:
     """The ResourceFlavor, ClusterQueue and LocalQueue a job's `kueue.queueName` names, once Kueue's
     webhooks (which judge them) answer."""
     if sup.kueue_quota is not None:
-        kueue.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota)
+        kueue.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota, sup.end)
 
 
 # Written in no particular order: the order is derived from `after` alone (steps ready together go

@@ -1,13 +1,15 @@
-"""The control plane's binaries, built once per machine from Go modules: etcd (embed),
-kube-apiserver, kube-controller-manager and kube-scheduler from one Kubernetes release (this
-folder's go/ module, etcd built alone), kubectl of the same release for the user, training-operator
-v1.9.4, the helm CLI, Kubeflow Trainer v2.3.0's controller and Kueue's, each from its own module,
-and the JobSet controller Trainer requires from this folder's jobset/ module.
+"""Everything this machine builds for the local cluster, as one table of groups with one routine
+that builds a group. The control plane's: etcd (embed), kube-apiserver, kube-controller-manager,
+kube-scheduler and kubectl of one Kubernetes release, training-operator v1.9.4, the helm CLI,
+Kubeflow Trainer's controller, JobSet's, the registry and Kueue's. The real node's, built only when
+asked (`cluster build`, `cluster up`): the kubelet and kube-proxy of that release, containerd v2
+with its runc shim and ctr, CoreDNS and the sandbox (pause) image. What each is built from is
+pins.py's.
 
-Each group of binaries lives in the user's cache under a folder named for a hash of what it is
-built from, so every clone, CI run and `git clean` on this machine reuses the same build, and a
-change of pins builds a new folder beside the old one instead of overwriting what another clone
-still uses."""
+Each group lives in the user's cache under a folder named for a hash of what it is built from (its
+stamp), so every clone, CI run and `git clean` on this machine reuses the same build, and a change
+of pins builds a new folder beside the old one instead of overwriting what another clone still
+uses."""
 from __future__ import annotations
 
 import fcntl
@@ -16,188 +18,224 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator import paths
+from generator.controlplane import pins
+from generator.controlplane.realnode import pause
 from generator.errors import UserError
 
-GO_MODULE = paths.go_module("go")
-KUBE_COMMANDS = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
-OPERATOR_MODULE = "github.com/kubeflow/training-operator"
-OPERATOR_VERSION = "v1.9.4"
-OPERATOR_PACKAGE = f"{OPERATOR_MODULE}/cmd/training-operator.v1"
-OPERATOR_BINARY = "training-operator.v1"
-# Helm v4, the major our users install now and the engine the generator renders with (helm-python-sdk).
-HELM_MODULE = "helm.sh/helm/v4"
-HELM_VERSION = "v4.3.1"
-HELM_PACKAGE = f"{HELM_MODULE}/cmd/helm"
-HELM_BINARY = "helm"
-# Kubeflow Trainer v2 and the JobSet controller its chart depends on (`cluster up --trainer`).
-TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
-TRAINER_VERSION = "v2.3.0"
-TRAINER_PACKAGE = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
-TRAINER_BINARY = "trainer-controller-manager"
-# JobSet's version is the one jobset/go.mod requires; `go install` cannot build it (the proxy will not list it).
-JOBSET_MODULE_DIR = paths.go_module("jobset")
-JOBSET_MODULE = "sigs.k8s.io/jobset"
-JOBSET_BINARY = "jobset"
-# The OCI registry that holds this machine's images (controlplane/registry.py): distribution's, the
-# registry most clusters' mirrors run.
-REGISTRY_MODULE = "github.com/distribution/distribution/v3"
-REGISTRY_VERSION = "v3.0.0"
-REGISTRY_PACKAGE = f"{REGISTRY_MODULE}/cmd/registry"
-REGISTRY_BINARY = "registry"
-# Kueue (`cluster up --kueue`): the newest release the proxy serves; it admits both PyTorchJobs (an
-# integration deprecated since v0.19, its removal planned for v0.20) and TrainJobs.
-KUEUE_MODULE = "sigs.k8s.io/kueue"
-KUEUE_VERSION = "v0.19.2"
-KUEUE_PACKAGE = f"{KUEUE_MODULE}/cmd/kueue"
-KUEUE_BINARY = "kueue"
-BINARIES = ["etcd", *KUBE_COMMANDS, OPERATOR_BINARY, HELM_BINARY, TRAINER_BINARY, JOBSET_BINARY, REGISTRY_BINARY,
-            KUEUE_BINARY]
 # Written last into a group's folder: a folder without it is an interrupted build.
 COMPLETE = ".complete"
+# What to do when a group's tool is missing.
+TOOLS = {"go": "install Go 1.26 (https://go.dev/dl/)", "gcc": "install it (`apt-get install -y gcc libc6-dev`)"}
+NO_CGO = ("CGO_ENABLED", "0")
 
 
-def kube_version() -> str:
-    """The k8s.io/kubernetes release go.mod requires."""
-    return required(GO_MODULE / "go.mod", "k8s.io/kubernetes")
+@dataclass(frozen=True)
+class Go:
+    """A group built with Go: `go build` of `packages` in `module`, a module of ours, or without one
+    `go install` of package@version, in an empty folder, with the dependencies it releases with."""
+    packages: tuple[str, ...]
+    module: Path | None = None
+    flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # besides the GOFLAGS go_command sets
+    output: str = ""  # the one binary's name, where the package's own is not it
+    # In a copy of the module's go.mod and go.sum: the build adds go.sum lines, which must not change
+    # the module other groups are stamped from (that would rebuild them all).
+    in_copy: bool = False
 
 
-def _ldflags() -> str:
-    """The release stamped into the binaries, as Kubernetes' own build does: without it the API
-    server reports v0.0.0-master and Helm refuses charts with a kubeVersion constraint."""
-    version = kube_version()
-    major, minor = version.lstrip("v").split(".")[:2]
-    values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
-    return " ".join(f"-X {pkg}.{k}={v}" for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
-                    for k, v in values.items())
+@dataclass(frozen=True)
+class Group:
+    name: str
+    files: tuple[str, ...]
+    stamp: str  # what the group is built from: its folder is named by its hash
+    recipe: Go | Callable[[Path], None]  # Go, or a function writing the files into the folder it is given
+    says: str  # what is built from what, for the line shown as it starts
+    takes: str = ""  # how long, on that line
+    node: bool = False  # the real node's: built only when asked, at a lower priority
+    tools: tuple[str, ...] = ("go",)
+
+    @property
+    def folder(self) -> str:
+        key = hashlib.sha256(self.stamp.encode()).hexdigest()[:16]
+        return f"{'node-' if self.node else ''}{self.name}-{key}"
 
 
-ETCD_MAIN = GO_MODULE / "cmd" / "etcd" / "main.go"
+def _texts(*files: Path) -> list[str]:
+    return [f.read_text() for f in files]
 
 
-def _module() -> list[str]:
-    return [(GO_MODULE / "go.mod").read_text(), (GO_MODULE / "go.sum").read_text()]
+def _installed(name: str, binary: str, package: str, version: str) -> Group:
+    return Group(name, (binary,), f"{package}@{version}", Go((f"{package}@{version}",)), f"{binary} from {package}@{version}")
 
 
-def required(go_mod: Path, module: str) -> str:
-    """The version of `module` that the go.mod `go_mod` requires."""
-    for line in go_mod.read_text().splitlines():
-        parts = line.split()  # "k8s.io/kubernetes v1.36.3" in the require block, or after "require"
-        if parts[:1] == ["require"]:
-            parts = parts[1:]
-        if len(parts) >= 2 and parts[0] == module:
-            return parts[1]
-    raise RuntimeError(f"{go_mod} requires no {module}")
+def _control_plane(kube: list[str], ldflags: str) -> list[Group]:
+    """The control plane's groups. etcd builds in Kubernetes' module but is a group of its own, so a
+    change to its main.go does not relink Kubernetes."""
+    commands = tuple(pins.KUBE_COMMANDS)
+    return [
+        Group("etcd", ("etcd",), "\n".join([*kube, pins.ETCD_MAIN.read_text()]), Go(("./cmd/etcd",), pins.GO_MODULE),
+              "etcd from go.etcd.io/etcd/server/v3 (embed)"),
+        Group("kubernetes", commands, "\n".join([*kube, ldflags]),
+              Go(tuple(f"k8s.io/kubernetes/cmd/{c}" for c in commands), pins.GO_MODULE, ("-ldflags", ldflags)),
+              f"{', '.join(commands)} from k8s.io/kubernetes", " (once per machine; about 5 minutes on 2 cores)"),
+        _installed("operator", pins.OPERATOR_BINARY, pins.OPERATOR_PACKAGE, pins.OPERATOR_VERSION),
+        _installed("helm", pins.HELM_BINARY, pins.HELM_PACKAGE, pins.HELM_VERSION),
+        _installed("trainer", pins.TRAINER_BINARY, pins.TRAINER_PACKAGE, pins.TRAINER_VERSION),
+        Group("jobset", (pins.JOBSET_BINARY,), "\n".join(_texts(pins.JOBSET_MODULE_DIR / "go.mod", pins.JOBSET_MODULE_DIR / "go.sum")),
+              Go((pins.JOBSET_MODULE,), pins.JOBSET_MODULE_DIR), f"the JobSet controller {pins.JOBSET_MODULE}@{pins.jobset_version()}"),
+        _installed("registry", pins.REGISTRY_BINARY, pins.REGISTRY_PACKAGE, pins.REGISTRY_VERSION),
+        _installed("kueue", pins.KUEUE_BINARY, pins.KUEUE_PACKAGE, pins.KUEUE_VERSION),
+    ]
 
 
-def jobset_version() -> str:
-    return required(JOBSET_MODULE_DIR / "go.mod", JOBSET_MODULE)
+def _node(kube: list[str], ldflags: str) -> list[Group]:
+    """The real node's groups; the kubelet and kube-proxy are of the control plane's release."""
+    kubernetes = [Group(c, (c,), "\n".join([*kube, ldflags, f"k8s.io/kubernetes/cmd/{c}"]),
+                        Go((f"k8s.io/kubernetes/cmd/{c}",), pins.GO_MODULE, ("-ldflags", ldflags), in_copy=True),
+                        f"the {c} from k8s.io/kubernetes {pins.kube_version()}",
+                        " (once per machine; under a minute after the control plane's build)", node=True)
+                  for c in (pins.KUBELET, pins.KUBE_PROXY)]
+    containerd, coredns = pins.CONTAINERD_MODULE_DIR, pins.COREDNS_MODULE_DIR
+    minute = " (once per machine; about a minute on 2 cores)"
+    return [
+        *kubernetes,
+        Group("containerd", tuple(pins.CONTAINERD_BINARIES),
+              "\n".join([*_texts(containerd / "go.mod", containerd / "go.sum"), pins.CONTAINERD_TAGS, "=".join(NO_CGO)]),
+              Go(tuple(f"{pins.CONTAINERD_MODULE}/cmd/{c}" for c in pins.CONTAINERD_BINARIES), containerd,
+                 ("-tags", pins.CONTAINERD_TAGS), (NO_CGO,)),
+              f"{', '.join(pins.CONTAINERD_BINARIES[:-1])} and {pins.CONTAINERD_BINARIES[-1]} from "
+              f"{pins.CONTAINERD_MODULE}@{pins.containerd_version()}", minute, node=True),
+        Group("coredns", (pins.COREDNS,),
+              "\n".join([*_texts(coredns / "go.mod", coredns / "go.sum", coredns / "main.go"), "=".join(NO_CGO)]),
+              Go((".",), coredns, ("-trimpath",), (NO_CGO,), output=pins.COREDNS),
+              f"CoreDNS from {pins.COREDNS_MODULE}@{pins.coredns_version()}", minute, node=True),
+        Group("pause", (pins.PAUSE_ARCHIVE,), "\n".join([pins.kube_version(), pins.PAUSE_TAG, pins.PAUSE_IMAGE,
+                                                        pins.PAUSE_USER, pause.PACKER.read_text()]),
+              pause.build, f"the sandbox image {pins.PAUSE_IMAGE} (kubernetes' pause.c, gcc -static)", node=True,
+              tools=("go", "gcc")),
+    ]
 
 
-def _jobset_stamp() -> str:
-    return "\n".join([(JOBSET_MODULE_DIR / "go.mod").read_text(), (JOBSET_MODULE_DIR / "go.sum").read_text()])
+def table() -> dict[str, Group]:
+    """Every group by name, read from pins.py and the modules' files as they are now: a change to what
+    one group is built from names a new folder for that group alone."""
+    kube, ldflags = _texts(pins.GO_MODULE / "go.mod", pins.GO_MODULE / "go.sum"), pins.ldflags()
+    return {g.name: g for g in [*_control_plane(kube, ldflags), *_node(kube, ldflags)]}
 
 
-def _kube_stamp() -> str:
-    return "\n".join([*_module(), _ldflags()])
+def part(node: bool = False) -> list[str]:
+    """The names of the control plane's groups, or of the real node's."""
+    return [name for name, g in table().items() if g.node == node]
 
 
-def _etcd_stamp() -> str:
-    return "\n".join([*_module(), ETCD_MAIN.read_text()])
+def go_command(recipe: Go, go: str, staging: Path, environ: Mapping[str, str]) -> tuple[list[str], Path, dict[str, str]]:
+    """The command line, folder and environment that build `recipe` into `staging`."""
+    if recipe.module is None:  # outside any module, so `go install` takes the package's own go.mod
+        return [go, "install", *recipe.packages], staging, {**environ, "GOBIN": str(staging), "GOFLAGS": "",
+                                                               **dict(recipe.env)}
+    out = str(staging / recipe.output) if recipe.output else str(staging) + "/"
+    return ([go, "build", *recipe.flags, "-o", out, *recipe.packages], staging / "module" if recipe.in_copy else recipe.module,
+            {**environ, "GOFLAGS": "-mod=mod", **dict(recipe.env)})
 
 
-# Each group of binaries with what it is built from; a change builds that group alone, into a new folder
-# (etcd's own main.go changes without relinking Kubernetes).
-GROUPS = {
-    "etcd": (["etcd"], _etcd_stamp),
-    "kubernetes": (KUBE_COMMANDS, _kube_stamp),
-    "operator": ([OPERATOR_BINARY], lambda: f"{OPERATOR_PACKAGE}@{OPERATOR_VERSION}"),
-    "helm": ([HELM_BINARY], lambda: f"{HELM_PACKAGE}@{HELM_VERSION}"),
-    "trainer": ([TRAINER_BINARY], lambda: f"{TRAINER_PACKAGE}@{TRAINER_VERSION}"),
-    "jobset": ([JOBSET_BINARY], _jobset_stamp),
-    "registry": ([REGISTRY_BINARY], lambda: f"{REGISTRY_PACKAGE}@{REGISTRY_VERSION}"),
-    "kueue": ([KUEUE_BINARY], lambda: f"{KUEUE_PACKAGE}@{KUEUE_VERSION}"),
-}
-
-
-def group_of(name: str) -> str:
-    return next(g for g, (names, _) in GROUPS.items() if name in names)
+def _root() -> Path:
+    return paths.cache_dir() / "controlplane"
 
 
 def group_dir(group: str) -> Path:
-    key = hashlib.sha256(GROUPS[group][1]().encode()).hexdigest()[:16]
-    return paths.cache_dir() / "controlplane" / f"{group}-{key}"
+    return _root() / table()[group].folder
+
+
+def _holding(name: str) -> Group:
+    return next(g for g in table().values() if name in g.files)
+
+
+def group_of(name: str) -> str:
+    return _holding(name).name
 
 
 def binary(name: str) -> Path:
-    """Where the built binary `name` is (or will be, once `ensure` has built it)."""
-    return group_dir(group_of(name)) / name
+    """Where the built file `name` is (or will be, once `ensure` has built its group)."""
+    return _root() / _holding(name).folder / name
 
 
-def _built(group: str) -> bool:
-    folder = group_dir(group)
-    return (folder / COMPLETE).is_file() and all((folder / n).is_file() for n in GROUPS[group][0])
+def _built(group: Group) -> bool:
+    folder = _root() / group.folder
+    return (folder / COMPLETE).is_file() and all((folder / n).is_file() for n in group.files)
 
 
-def missing() -> list[str]:
-    return [name for group in GROUPS if not _built(group) for name in GROUPS[group][0]]
+def files(groups: list[str] | None = None) -> list[str]:
+    """The files of `groups`, else of the control plane's."""
+    every = table()
+    return [name for g in (groups or part()) for name in every[g].files]
+
+
+def missing(groups: list[str] | None = None) -> list[str]:
+    """The files of `groups` (else of the control plane's) not built yet."""
+    every = table()
+    return [name for g in (groups or part()) if not _built(every[g]) for name in every[g].files]
 
 
 def ensure(say=print, groups: list[str] | None = None) -> dict[str, Path]:
-    """Build what is missing (of `groups`, else of all); return each binary's path. Concurrent
-    callers (two clones, a CI job beside a developer) wait for one another on a lock per group
-    instead of building twice."""
-    todo = [g for g in (groups or GROUPS) if not _built(g)]
-    if todo and not shutil.which("go"):
-        raise UserError("the local control plane is built from Go modules and `go` is not on PATH; install Go 1.26 "
-                        "(https://go.dev/dl/) and run again")
+    """Build what is missing of `groups` (else of the control plane's); return each of their files'
+    paths. Concurrent callers (two clones, a CI job beside a developer) wait for one another on a
+    lock per group instead of building twice."""
+    every = table()
+    asked = [every[g] for g in (groups or part())]
+    todo = [g for g in asked if not _built(g)]
     for group in todo:
-        folder = group_dir(group)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with open(folder.parent / f".{folder.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not _built(group):  # another process may have built it while we waited
-                _build(group, folder, say)
-    return {name: binary(name) for name in BINARIES}
+        for tool in group.tools:
+            if not shutil.which(tool):
+                raise UserError(f"{group.says} is built with `{tool}`, which is not on PATH; {TOOLS[tool]} and run again")
+    for group in todo:
+        _locked_build(group, say)
+    return {name: _root() / g.folder / name for g in asked for name in g.files}
 
 
-def _build(group: str, folder: Path, say) -> None:
-    go = shutil.which("go")
-    # Built beside the final folder and renamed into place, so no reader ever sees half a group.
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
-        if group == "kubernetes":
-            say(f"building {', '.join(KUBE_COMMANDS)} from k8s.io/kubernetes into {folder} (once per "
-                "machine; about 5 minutes on 2 cores)")
-            _go([go, "build", "-ldflags", _ldflags(), "-o", str(staging) + "/",
-                 *[f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS]], GO_MODULE,
-                {**os.environ, "GOFLAGS": "-mod=mod"})
-        elif group == "etcd":
-            say(f"building etcd from go.etcd.io/etcd/server/v3 (embed) into {folder}")
-            _go([go, "build", "-o", str(staging) + "/", "./cmd/etcd"], GO_MODULE, {**os.environ, "GOFLAGS": "-mod=mod"})
-        elif group == "jobset":
-            say(f"building the JobSet controller {JOBSET_MODULE}@{jobset_version()} into {folder}")
-            _go([go, "build", "-o", str(staging) + "/", JOBSET_MODULE], JOBSET_MODULE_DIR,
-                {**os.environ, "GOFLAGS": "-mod=mod"})
-        else:
-            # The operator, helm, Trainer and Kueue each build in their own module, with the dependencies they
-            # release with.
-            package = GROUPS[group][1]()
-            say(f"building {GROUPS[group][0][0]} from {package} into {folder}")
-            _go([go, "install", package], staging, {**os.environ, "GOBIN": str(staging), "GOFLAGS": ""})
-        (staging / COMPLETE).write_text(GROUPS[group][1]())
-        if folder.exists():  # an interrupted build's leftovers
-            shutil.rmtree(folder)
-        staging.rename(folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _locked_build(group: Group, say) -> None:
+    root = _root()
+    folder = root / group.folder
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _built(group):  # another process built it while we waited
+            return
+        say(f"building {group.says} into {folder}{group.takes}")
+        # Built beside the final folder and renamed into place, so no reader ever sees half a group.
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+        try:
+            if isinstance(group.recipe, Go):
+                _go(group.recipe, staging, group.node)
+            else:
+                group.recipe(staging)
+            (staging / COMPLETE).write_text(group.stamp)
+            if folder.exists():  # an interrupted build's leftovers
+                shutil.rmtree(folder)
+            staging.rename(folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
-def _go(argv: list[str], cwd: Path, env: dict) -> None:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+def _yield() -> None:
+    """The node's builds run at a lower priority: they share the machine's cores with everyone's work."""
+    os.nice(10)
+
+
+def _go(recipe: Go, staging: Path, lower: bool) -> None:
+    argv, cwd, env = go_command(recipe, shutil.which("go"), staging, os.environ)
+    if recipe.in_copy:
+        cwd.mkdir()
+        for name in ("go.mod", "go.sum"):
+            shutil.copyfile(recipe.module / name, cwd / name)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, preexec_fn=_yield if lower else None)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise UserError(f"`{' '.join(argv[:3])} ...` failed in {cwd}:\n{tail}\nthe Go module proxy must be reachable "
                         "(GOPROXY) for the first build")
+    if recipe.in_copy:
+        shutil.rmtree(cwd)

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from generator import helm, paths
-from generator.controlplane import build, registry
+from generator.controlplane import build, pins, registry
 from generator.controlplane.releases import kueue as kueue_release
 from generator.controlplane.releases import trainer as trainer_release
 from generator.errors import UserError
@@ -126,13 +126,13 @@ def plan(images: dict[str, str]) -> list[Made]:
     from generator.container import programs
 
     repo_of = {base.qualified(trainer.repository()): "trainer",
-               base.qualified(programs.repository(programs.of("operator").repository)): build.OPERATOR_BINARY}
+               base.qualified(programs.repository(programs.of("operator").repository)): pins.OPERATOR_BINARY}
     for role, repo in trainer_release.images().items():
-        binary = {"trainer-controller": build.TRAINER_BINARY, "jobset": build.JOBSET_BINARY}.get(role)
+        binary = {"trainer-controller": pins.TRAINER_BINARY, "jobset": pins.JOBSET_BINARY}.get(role)
         if binary:
             repo_of[base.qualified(repo)] = binary
     for repo in kueue_release.images().values():
-        repo_of[base.qualified(repo)] = build.KUEUE_BINARY
+        repo_of[base.qualified(repo)] = pins.KUEUE_BINARY
     out = []
     for image in images:
         repo, _ = split(image)
@@ -265,7 +265,7 @@ def seed(reg: registry.Registry, say=print, show=None, variant: str = "auto") ->
     local = prepare(say, show, variant)
     eng = engine_.get(say)
     engine_.install(["skopeo"], say)
-    build.ensure(say, groups=[build.group_of(build.HELM_BINARY)])  # packages and pushes the charts
+    build.ensure(say, groups=[build.group_of(pins.HELM_BINARY)])  # packages and pushes the charts
     with open(reg.root / ".seed.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two clusters coming up side by side push once
         for name, ref in local.items():

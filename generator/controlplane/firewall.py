@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
-import shutil
 import subprocess
-from pathlib import Path
 
+from generator.container import machine
 from generator.controlplane.network import NetworkError
 from generator.controlplane.realnode.dns import PORT as DNS_PORT  # CoreDNS's, on the host's address
 
-IPTABLES_PATHS = (Path("/usr/sbin/iptables"), Path("/sbin/iptables"))
-
 
 def _iptables() -> str | None:
-    found = shutil.which("iptables")
-    return found or next((str(p) for p in IPTABLES_PATHS if p.is_file()), None)
+    found = machine.iptables()
+    return str(found) if found else None
 
 
 def chain(bridge: str) -> str:

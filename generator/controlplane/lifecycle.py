@@ -39,9 +39,8 @@ def check_machine(layout: Layout | None, say=print) -> None:
     """Refused, naming what is missing and how to get it, where the node cannot run on this machine
     (for the cluster in `layout`, whose folder holds its sockets). runc, iptables and the CNI
     plugins are installed here when missing, as root with apt-get; a failed install is the reason."""
-    from generator.controlplane.realnode import build as real_build
     from generator.controlplane.realnode import config as real_config
-    from generator.controlplane.realnode import support
+    from generator.controlplane.realnode import packaged, support
 
     machine = support.Machine.read()
     reason = support.why_not(machine)
@@ -52,11 +51,11 @@ def check_machine(layout: Layout | None, say=print) -> None:
             reason = str(exc)
     if reason is None and support.installs_packages(machine):
         try:
-            real_build.host_packages(say)
+            packaged.install(say)
         except UserError as exc:
             failed = str(exc).splitlines()[0].rstrip(":")
             reason = (f"the node needs runc, iptables and the CNI plugins, and installing them failed ({failed}): "
-                      f"install {' and '.join(real_build.PACKAGES)} yourself")
+                      f"install {' and '.join(packaged.PACKAGES)} yourself")
     if reason:
         raise UserError(f"the local cluster's node ({support.RUNS}) cannot run here: {reason}")
 
@@ -134,8 +133,8 @@ REPORT_SECONDS = 5.0
 
 
 def _supervisor_argv(layout: Layout, node: NodeOptions, releases: Releases, timeout: float) -> list[str]:
-    deadline = time.time() + max(timeout - REPORT_SECONDS, 1.0)
-    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root), f"--deadline={deadline:.3f}"]
+    within = max(timeout - REPORT_SECONDS, 1.0)  # every step's wait ends by then (Supervisor.left())
+    argv = [sys.executable, "-m", "generator.controlplane.supervisor", str(layout.root), f"--within={within:g}"]
     if releases.values_file:
         argv += ["-f", str(Path(releases.values_file).resolve())]
     if not releases.operator:
@@ -172,9 +171,7 @@ def up(layout: Layout, releases: Releases = Releases(), timeout: float = 600, sa
 
     disk.check(layout.root, reg, disk.pulled(operator_values, releases.operator,
                                              [user_images.tagged(r) for r in node.images]))
-    from generator.controlplane.realnode import build as real_build
-
-    real_build.ensure(say)
+    build.ensure(say, build.part(node=True))
     _leftovers(layout)
     reused = _old_ca(layout)
     if reused:

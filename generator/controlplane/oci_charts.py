@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from generator import paths
-from generator.controlplane import build, components, registry
+from generator.controlplane import build, components, pins, registry
 from generator.controlplane.releases.base import Chart
 from generator.errors import UserError
 from generator.images.registry import Registry
@@ -46,11 +46,11 @@ def tls_flags(reg: Registry) -> tuple[str, ...]:
 
 
 def package_argv(chart: Path, into: Path) -> list[str]:
-    return [str(build.binary(build.HELM_BINARY)), "package", str(chart), "--destination", str(into)]
+    return [str(build.binary(pins.HELM_BINARY)), "package", str(chart), "--destination", str(into)]
 
 
 def push_argv(archive: Path, reg: Registry) -> list[str]:
-    return [str(build.binary(build.HELM_BINARY)), "push", str(archive), f"oci://{reg.address}/{REPOSITORY}",
+    return [str(build.binary(pins.HELM_BINARY)), "push", str(archive), f"oci://{reg.address}/{REPOSITORY}",
             *tls_flags(reg)]
 
 

@@ -7,7 +7,12 @@ The machine is shared, so the registry listens on loopback alone and answers onl
 that present its client certificate (mutual TLS, as etcd here): another user of the machine can
 connect, but reads nothing. Its folder in the user's cache (0700) holds the storage, the keys
 and the log. It is started by `cluster up` and by `generator image registry up`, and outlives
-clusters (two clusters side by side share it); `image registry down` stops it."""
+clusters (two clusters side by side share it); `image registry down` stops it.
+
+distribution has no per-certificate rights, so the nodes pull from a second registry process
+over the same storage, in distribution's read-only mode, with a CA and one client of its own
+(in the first's folder, under readonly/): a cluster's folder then holds a key that reads images
+and can neither push nor delete, at either registry. The two start and stop together."""
 from __future__ import annotations
 
 import json
@@ -21,20 +26,22 @@ from pathlib import Path
 
 from generator import files
 from generator.container import ports
-from generator.controlplane import build, pki, processes
+from generator.controlplane import build, pins, pki, processes
 from generator.controlplane.layout import MARKER
 from generator.errors import UserError
 from generator.images.registry import Registry, default
 
 
 def _files(reg: Registry) -> None:
-    """The folder (0700), the certificates, and the registry's configuration for a free port."""
+    """The folder (0700), the certificates, and the registry's configuration for a free port.
+    Each of the two registries has a CA of its own, which signs its server and its one client: a
+    client of one is refused by the other at the TLS handshake."""
     reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     reg.root.chmod(0o700)
-    ca = pki.Authority(reg.pki)
+    ca = pki.Authority(reg.pki, name=CA_NAMES[reg.writable])
     server_crt, server_key = ca.issue("server", "pytorchjob-kit-registry", server=True, names=["localhost"],
                                       ips=["127.0.0.1"])
-    client_crt, client_key = ca.issue("client", "pytorchjob-kit-registry-client")
+    client_crt, client_key = ca.issue("client", CLIENT_NAMES[reg.writable])
     reg.certs.mkdir(exist_ok=True, mode=0o700)
     for source, target in ((ca.cert_path, "ca.crt"), (client_crt, "client.cert"), (client_key, "client.key")):
         fd = os.open(reg.certs / target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -46,7 +53,7 @@ def _files(reg: Registry) -> None:
     config = {
         "version": 0.1,
         "log": {"level": "info", "accesslog": {"disabled": True}},
-        "storage": {"filesystem": {"rootdirectory": str(reg.storage)}, "delete": {"enabled": True}},
+        "storage": {"filesystem": {"rootdirectory": str(reg.storage)}, **_storage_policy(reg)},
         "http": {"addr": f"127.0.0.1:{port}", "secret": secret, "draintimeout": "5s",
                  "tls": {"certificate": str(server_crt), "key": str(server_key), "clientcas": [str(ca.cert_path)],
                          "clientauth": "require-and-verify-client-cert"}},
@@ -56,6 +63,21 @@ def _files(reg: Registry) -> None:
         os.fchmod(fd, 0o600)
         out.write(json.dumps(config, indent=2))  # YAML is a superset of JSON
     _save(reg, port=port, secret=secret, pid=None)
+
+
+# By Registry.writable: a CA and a client name for each registry, so neither's certificates pass for the other's.
+CA_NAMES = {True: "pytorchjob-kit-registry-ca", False: "pytorchjob-kit-registry-readonly-ca"}
+CLIENT_NAMES = {True: "pytorchjob-kit-registry-client", False: "pytorchjob-kit-registry-puller"}
+
+
+def _storage_policy(reg: Registry) -> dict:
+    """The writable registry deletes (`image load` replaces, tests forget their images). The
+    read-only one answers every write with 405 (distribution's maintenance mode), and leaves the
+    purging of stale uploads to the writable one, so it never changes the storage at all."""
+    if reg.writable:
+        return {"delete": {"enabled": True}}
+    return {"delete": {"enabled": False},
+            "maintenance": {"readonly": {"enabled": True}, "uploadpurging": {"enabled": False}}}
 
 
 def _free(port: int) -> bool:
@@ -76,48 +98,62 @@ def _save(reg: Registry, **fields) -> None:
 
 
 def start(reg: Registry | None = None, say=print) -> Registry:
-    """The registry running, started now unless it runs already; the binary built first if missing."""
+    """The writable registry and its read-only twin running, each started now unless it runs
+    already; the binary built first if missing. The writable one, which pushes go to."""
     import fcntl
 
     reg = reg or default()
-    if reg.pid():
+    pair = (reg, reg.readonly)
+    if all(r.pid() for r in pair):
         return reg
-    binary = build.ensure(say, groups=["registry"])[build.REGISTRY_BINARY]
+    binary = build.ensure(say, groups=["registry"])[pins.REGISTRY_BINARY]
     reg.root.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(reg.root / ".start.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if reg.pid():
-            return reg
-        _files(reg)
-        # Its own session, and none of a cluster's marker: `cluster down` stops what a cluster
-        # started, and the registry serves every cluster of the machine.
-        env = {k: v for k, v in os.environ.items() if k != MARKER}
-        env["OTEL_TRACES_EXPORTER"] = "none"  # else it sends traces to a collector on localhost:4318
-        fd = os.open(reg.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "ab") as log:
-            proc = subprocess.Popen([str(binary), "serve", str(reg.config)], stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=reg.root, env=env)
-        _save(reg, pid=proc.pid)
-        port = reg.read_state()["port"]
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            if proc.poll() is not None:
-                break
-            try:
-                if reg.request("/v2/", address=f"127.0.0.1:{port}")[0] == 200:
-                    say(f"registry serving on 127.0.0.1:{port} (mutual TLS; its client certificate in {reg.certs})")
-                    return reg
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.3)
-        proc.kill()
-        tail = "\n".join(reg.log.read_text(errors="replace").strip().splitlines()[-10:])
-        raise UserError(f"the registry did not start on 127.0.0.1:{port}:\n{tail}\nits log is {reg.log}")
+        for one in pair:
+            if not one.pid():
+                _serve(one, binary, say)
+    return reg
 
 
-def stop(reg: Registry | None = None) -> int | None:
-    """Stop the registry; its process id when it ran. Its storage stays."""
+def _serve(reg: Registry, binary: Path, say) -> None:
+    """Start one registry and wait until it answers its own client."""
+    _files(reg)
+    # Its own session, and none of a cluster's marker: `cluster down` stops what a cluster
+    # started, and the registry serves every cluster of the machine.
+    env = {k: v for k, v in os.environ.items() if k != MARKER}
+    env["OTEL_TRACES_EXPORTER"] = "none"  # else it sends traces to a collector on localhost:4318
+    fd = os.open(reg.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as log:
+        proc = subprocess.Popen([str(binary), "serve", str(reg.config)], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=reg.root, env=env)
+    _save(reg, pid=proc.pid)
+    port = reg.read_state()["port"]
+    kind = "registry" if reg.writable else "read-only registry (the nodes' pulls)"
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            break
+        try:
+            if reg.request("/v2/", address=f"127.0.0.1:{port}")[0] == 200:
+                say(f"{kind} serving on 127.0.0.1:{port} (mutual TLS; its client certificate in {reg.certs})")
+                return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    tail = "\n".join(reg.log.read_text(errors="replace").strip().splitlines()[-10:])
+    raise UserError(f"the {kind} did not start on 127.0.0.1:{port}:\n{tail}\nits log is {reg.log}")
+
+
+def stop(reg: Registry | None = None) -> list[int]:
+    """Stop the read-only registry, then the writable one; the process ids of those that ran.
+    The storage stays."""
     reg = reg or default()
+    return [pid for pid in (_stop_one(reg.readonly), _stop_one(reg)) if pid]
+
+
+def _stop_one(reg: Registry) -> int | None:
     pid = reg.pid()
     if pid:
         os.kill(pid, signal.SIGTERM)

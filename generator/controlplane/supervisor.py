@@ -3,8 +3,8 @@ declarations give (bringup.py), keeps DIR/state.json current, marks the cluster 
 child exits, and on SIGTERM stops every child, last started first. `generator cluster up` starts
 it in the background.
 
-    python -m generator.controlplane.supervisor DIR --deadline EPOCH [-f operator-values.yaml] [--no-operator]
-        [--trainer] [--kueue [--kueue-quota QUOTA]] [--node JSON]
+    python -m generator.controlplane.supervisor DIR [-f operator-values.yaml] [--no-operator] [--trainer]
+        [--kueue [--kueue-quota QUOTA]] [--node JSON] [--within SECONDS]
 """
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ from generator.controlplane.state import ClusterState, NodeOptions, Process
 
 class Supervisor:
     def __init__(self, layout: Layout, operator_values: dict | None, node: NodeOptions, trainer: bool = False,
-                 kueue: bool = False, kueue_quota: dict[str, str] | None = None, deadline: float = float("inf")):
+                 kueue: bool = False, kueue_quota: dict[str, str] | None = None, within: float = 600):
         self.layout = layout
-        # When `cluster up` stops waiting (time.monotonic()): the releases' waits share what is left of it.
-        self.deadline = deadline
+        # Every step's wait takes what `cluster up --timeout` has left, never a fixed minute of its own:
+        # a loaded machine is slow at every step, and the user's timeout is the one figure they chose.
+        self.end = time.monotonic() + within
         self.trainer = trainer  # Kubeflow Trainer's release too
         self.kueue = kueue  # Kueue's release too
         self.kueue_quota = kueue_quota  # the ClusterQueue's quota beyond the node's; None: no queues
@@ -42,6 +43,10 @@ class Supervisor:
         self.network: network.PodNetwork | None = None
         self.config: components.ControlPlane | None = None  # chosen by the certificates step
         self.step: bringup.Step | None = None  # the bring-up step under way
+
+    def left(self) -> float:
+        """Seconds the bring-up has left of `cluster up`'s timeout."""
+        return processes.left(self.end)
 
     # --- state -------------------------------------------------------------------------------
     def save(self, **changes) -> None:
@@ -136,10 +141,10 @@ def from_argv(argv: list[str] | None = None) -> Supervisor:
     parser.add_argument("--kueue", action="store_true", help="install Kueue and its queues")
     parser.add_argument("--kueue-quota", type=kueue.parse_quota, default={}, metavar="QUOTA",
                         help="the ClusterQueue's quota (releases/kueue.parse_quota), `none` for no queues")
-    parser.add_argument("--deadline", type=float, required=True, metavar="EPOCH",
-                        help="when `cluster up` stops waiting, in seconds since the epoch (time.time())")
     parser.add_argument("--node", type=NodeOptions.decode, default=NodeOptions(), metavar="JSON",
                         help="the node's options (state.NodeOptions), as `cluster up` encodes them")
+    parser.add_argument("--within", type=float, default=600, metavar="SECONDS",
+                        help="what `cluster up --timeout` leaves the bring-up: every step's wait ends by then")
     args = parser.parse_args(argv)
     values = None
     if not args.no_operator:
@@ -147,9 +152,8 @@ def from_argv(argv: list[str] | None = None) -> Supervisor:
         from generator.job import values_io
 
         values = values_io.load_mapping(str(args.values), "operator values") if args.values else {}
-    deadline = time.monotonic() + (args.deadline - time.time())  # a clock of this process's, as the waits read it
     return Supervisor(Layout(trusted.absolute(args.dir)), values, args.node, args.trainer, args.kueue, args.kueue_quota,
-                      deadline)
+                      args.within)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,8 @@
 """The registry on this machine as its clients see it: where its folder, address and client
 certificate are, and what it holds (images/distribution.py reads an image's config from it).
-Starting and stopping it, and pushing into it, are controlplane/registry.py's."""
+Beside it runs its read-only twin over the same storage, with a CA and client of its own: the
+identity nodes pull with, which can neither push nor delete. Starting and stopping both, and
+pushing into the writable one, are controlplane/registry.py's."""
 from __future__ import annotations
 
 import json
@@ -21,6 +23,20 @@ MANIFEST_TYPES = ", ".join([
 @dataclass(frozen=True)
 class Registry:
     root: Path
+    # The read-only twin serves the writable registry's storage; None: this one's own, writable.
+    serves: Path | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.serves is None
+
+    @property
+    def readonly(self) -> Registry:
+        """The read-only registry over this one's storage (its folder inside this one's): its CA
+        accepts only its own client, whose certificate the writable registry refuses."""
+        if not self.writable:
+            raise ValueError(f"{self.root}: the read-only registry has no read-only twin of its own")
+        return Registry(self.root / "readonly", serves=self.storage)
 
     @property
     def pki(self) -> Path:
@@ -38,7 +54,7 @@ class Registry:
 
     @property
     def storage(self) -> Path:
-        return self.root / "storage"
+        return self.serves or self.root / "storage"
 
     @property
     def log(self) -> Path:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from generator.controlplane import build
+from generator.controlplane import build, pins
 
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    binary = build.binary(build.HELM_BINARY)
+    binary = build.binary(pins.HELM_BINARY)
     if not binary.is_file():
         pytest.fail(f"{binary} is not built: run `python -m generator cluster build` (`make e2e` does)")
     return str(binary)

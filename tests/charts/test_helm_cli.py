@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from generator.controlplane import build
+from generator.controlplane import pins
 from tests.support import scenarios
 
 pytestmark = pytest.mark.e2e  # needs the Go-built binary, as the rest of `make e2e`
@@ -22,7 +22,7 @@ def _values(tmp_path, chart: str, name: str) -> str:
 
 def test_it_is_the_helm_major_the_readme_names(helm):
     version = subprocess.run([helm, "version", "--short"], capture_output=True, text=True, check=True).stdout
-    assert version.startswith(build.HELM_VERSION.rsplit(".", 1)[0]), version  # `go install` stamps major.minor
+    assert version.startswith(pins.HELM_VERSION.rsplit(".", 1)[0]), version  # `go install` stamps major.minor
 
 
 @pytest.mark.parametrize(("chart", "name"), scenarios.all_cases())

@@ -37,9 +37,9 @@ class LocalCluster:
 
     def helm(self, *args: str) -> subprocess.CompletedProcess:
         """The helm CLI the build made, against this cluster, from the checkout (charts/ by relative path)."""
-        from generator.controlplane import build
+        from generator.controlplane import build, pins
 
-        return subprocess.run([str(build.binary(build.HELM_BINARY)), *args], env=self.env, cwd=ROOT, capture_output=True,
+        return subprocess.run([str(build.binary(pins.HELM_BINARY)), *args], env=self.env, cwd=ROOT, capture_output=True,
                               text=True, timeout=400)
 
     def api(self):

@@ -104,12 +104,12 @@ def test_the_registry_holds_every_image_the_charts_name(registry):
 def test_the_registry_holds_both_charts_and_helm_shows_their_values_from_it_as_written(registry):
     """As a user reads a chart's values in their registry: `helm show values oci://... --version V`
     with the registry's client certificate (after any `Pulled:` and `Digest:` lines helm writes first)."""
-    from generator.controlplane import build, oci_charts
+    from generator.controlplane import build, oci_charts, pins
 
     for chart in oci_charts.CHARTS:
         assert registry.has(oci_charts.name(chart)), oci_charts.name(chart)
         held = oci_charts.source(registry, chart)
-        shown = subprocess.run([str(build.binary(build.HELM_BINARY)), "show", "values", held.ref, *held.flags],
+        shown = subprocess.run([str(build.binary(pins.HELM_BINARY)), "show", "values", held.ref, *held.flags],
                                env=oci_charts.helm_env(registry), capture_output=True, text=True, timeout=120)
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.endswith((chart / "values.yaml").read_text() + "\n")
@@ -341,9 +341,9 @@ def private_registry(engine, registry, tmp_path):
     own (the reader trusts it through SSL_CERT_FILE, as Python's TLS reads it), holding ml/app:1, made
     by `start(auth)` with the given `auth` configuration, on a port of its own each time."""
     from generator.container import ports
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
 
-    binary = build.ensure(lambda line: None, groups=["registry"])[build.REGISTRY_BINARY]
+    binary = build.ensure(lambda line: None, groups=["registry"])[pins.REGISTRY_BINARY]
     started = []
 
     def start(auth: dict) -> str:
@@ -701,3 +701,27 @@ def test_a_failed_container_restarts_under_its_restart_policy_and_the_job_succee
     assert "master-0 | second start" in proc.stdout
     assert re.search(r"^master-0\s+Succeeded\s+1\s+0\s", proc.stderr, re.M), proc.stderr
     assert containers_left(engine, job) == []
+
+
+def test_the_read_only_twin_starts_and_stops_with_the_registry(tmp_path, registry):
+    """A registry of the test's own (the real binary, its own folder and ports): the read-only twin
+    starts with it on a port and CA of its own, answers its own client, and is started alone at the
+    next start when only it stopped; both stop together."""
+    from generator.controlplane import registry as registry_
+    from generator.images.registry import Registry
+
+    reg = Registry(tmp_path / "registry")
+    said = []
+    try:
+        assert registry_.start(reg, say=said.append) == reg
+        assert reg.pid() and reg.readonly.pid() and reg.address != reg.readonly.address
+        assert reg.readonly.request("/v2/")[0] == 200  # its own client, its own CA
+        assert [line.split(" serving")[0] for line in said] == ["registry", "read-only registry (the nodes' pulls)"]
+        first = reg.pid()
+        twin = registry_._stop_one(reg.readonly)
+        registry_.start(reg, say=said.append)
+        assert reg.pid() == first and reg.readonly.pid() not in (None, twin)
+    finally:
+        pids = registry_.stop(reg)
+    assert len(pids) == 2 and not reg.pid() and not reg.readonly.pid()
+    assert registry_.stop(reg) == []

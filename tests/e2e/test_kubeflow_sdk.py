@@ -51,7 +51,7 @@ def jobs(cluster, tmp_path_factory):
     `create_job`, started together (so they train side by side) in a namespace of this module's own."""
     from kubernetes import client
 
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
     from generator.controlplane.layout import Layout
     from generator.controlplane.releases.base import helm_env
 
@@ -61,7 +61,7 @@ def jobs(cluster, tmp_path_factory):
     for name in ("sdkjob", "helmjob"):
         (folder / f"{name}.yaml").write_text(VALUES.format(name=name))
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
-    helm = [str(build.binary(build.HELM_BINARY))]
+    helm = [str(build.binary(pins.HELM_BINARY))]
     env = helm_env(Layout(cluster.dir))
     done = subprocess.run([*helm, "install", "helmjob", str(ROOT / "charts" / "pytorchjob"), "-f",
                            str(folder / "helmjob.yaml"), "-n", NS], env=env, capture_output=True, text=True, timeout=120)

@@ -55,7 +55,7 @@ def jobs(cluster, tmp_path_factory):
     """sdkjob from `generator submit` and helmjob from `helm install`, started together in a
     namespace of this module's own."""
     from generator.cluster.ops import RUNTIME_UNSEEN
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
     from generator.controlplane.layout import Layout
     from generator.controlplane.releases.base import helm_env
 
@@ -65,7 +65,7 @@ def jobs(cluster, tmp_path_factory):
     for name in ("sdkjob", "helmjob"):
         (folder / f"{name}.yaml").write_text(VALUES.format(name=name))
     cluster.cli("submit", str(folder / "sdkjob.yaml"), "-n", NS, check=True)
-    helm = [str(build.binary(build.HELM_BINARY))]
+    helm = [str(build.binary(pins.HELM_BINARY))]
     env = helm_env(Layout(cluster.dir))
 
     def install():

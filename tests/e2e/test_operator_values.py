@@ -47,7 +47,7 @@ def test_values_naming_an_operator_image_the_registry_lacks_are_refused_before_a
                            "-f", str(given)], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and done.stdout == "", done.stderr
-    assert (f"error: -f {given}: the real node pulls {missing} from the registry on this machine, which does not "
+    assert (f"error: -f {given}: the node pulls {missing} from the registry on this machine, which does not "
             f"hold it, so the operator would never start; put it there first: `python -m generator image load "
             f"{missing}`") in done.stderr
     assert f"`python -m generator image load IMAGE --as {missing}` for your mirror" in done.stderr

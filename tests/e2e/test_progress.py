@@ -37,10 +37,14 @@ def pulled(cluster):
 
 def _values(tmp_path, name: str, target: str) -> str:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({
-        "target": target, "job": {"name": name}, "topology": {"workers": 1},
-        "image": {"repository": IMAGE, "tag": "1"}, "args": ARGS,
-        "resources": {"requests": {"cpu": "200m", "memory": "512Mi"}}}))
+    values = {"target": target, "job": {"name": name}, "topology": {"workers": 1},
+              "image": {"repository": IMAGE, "tag": "1"}, "args": ARGS,
+              "resources": {"requests": {"cpu": "200m", "memory": "512Mi"}}}
+    if target == "v1":
+        # The torch runtime image has no entrypoint of its own (the trainer's image runs `python -m
+        # trainer`): code laid over it names its command, as on any cluster (v2's runtime gives torchrun).
+        values["command"] = ["python", "-m", "trainer"]
+    path.write_text(yaml.safe_dump(values))
     return str(path)
 
 

@@ -72,12 +72,12 @@ spec:
 
 class Shell:
     def __init__(self, cluster, workdir: Path):
-        from generator.controlplane import build
+        from generator.controlplane import build, pins
         from generator.controlplane.layout import Layout
         from generator.controlplane.releases.base import helm_env
 
         self.cluster, self.workdir = cluster, workdir
-        self.tools = {"helm": str(build.binary(build.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
+        self.tools = {"helm": str(build.binary(pins.HELM_BINARY)), "kubectl": str(build.binary("kubectl")),
                       "python": sys.executable}
         self.env = {**helm_env(Layout(cluster.dir)), "PYTHONPATH": str(ROOT)}
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e import test_readme_cluster as readme_cluster
 from tests.e2e.conftest import forget_images
-from tests.e2e.test_readme_cluster import pull_trainer_image, same_words, steps
+from tests.e2e.test_readme_cluster import pull_trainer_image, same_words
 from tests.support import docs
 from tests.support.samples import mismatch
 
@@ -48,7 +48,7 @@ def test_the_readme_kueue_block_prints_what_the_readme_shows(shell):
     workdir, env = shell
     (workdir / "runs").mkdir(exist_ok=True)
     cluster_dir, cache = Path(env["PYTORCHJOB_KIT_CLUSTER"]), paths.cache_dir()
-    listed = steps(BLOCK)
+    listed = docs.console_steps(BLOCK)
     assert shlex.split(listed[0][0])[3:6] == ["cluster", "up", "--kueue"] and listed[-1][0].endswith("cluster down")
     try:
         for command, sample in listed:

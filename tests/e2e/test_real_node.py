@@ -37,6 +37,7 @@ from generator.controlplane.network import NETNS_DIR
 from generator.controlplane.realnode import host, netns, oci
 from generator.controlplane.realnode import node as real_node
 from generator.controlplane.realnode.config import Folders
+from generator.controlplane.realnode.kernel import KERNEL_RECORD
 from generator.images import trainer as trainer_image
 from generator.images.registry import default as default_registry
 from tests.e2e.conftest import forget_images, kill_container, leftover_processes, needs_real_node, start_cluster, stop_cluster
@@ -94,8 +95,31 @@ NOTHING_LEFT = {"processes": [], "mounts": [], "cgroups": [], "shim sockets": []
 
 
 @pytest.fixture(scope="module")
-def before() -> dict[str, str]:
-    return kernel_settings()
+def before() -> dict[str, str] | None:
+    """The machine's settings before this module's first cluster, where no cluster held them then
+    (else None: another test process's cluster runs, and the settings are its kubelet's)."""
+    return None if KERNEL_RECORD.exists() else kernel_settings()
+
+
+def held() -> dict:
+    """The machine's record of the settings from before its first node (realnode/kernel.py), and the
+    clusters holding it; {} once the last of them is down."""
+    return json.loads(KERNEL_RECORD.read_text()) if KERNEL_RECORD.exists() else {}
+
+
+def assert_kernel_settings_put_back(cluster_dir: Path, record: dict, before: dict[str, str] | None) -> None:
+    """After this cluster's `down`: the machine's settings as they were before its first node, once no
+    other cluster holds the record; while another cluster (the other test process's) still runs, its
+    kubelet's, with this one no longer among the record's holders. `record` is the record just before
+    the `down`, which must hold what the machine had before any node (`before`, where known)."""
+    assert record and str(cluster_dir) in record["holders"], record
+    if before is not None:
+        assert record["values"] == before
+    now = held()
+    if now:
+        assert str(cluster_dir) not in now["holders"] and now["values"] == record["values"], now
+        return
+    assert kernel_settings() == record["values"]
 
 
 # Your own code as an image: tests/userproject's files on the trainer's image (its Python and torch),
@@ -519,9 +543,10 @@ def run_a_pod(c) -> None:
 # kernel settings are put back by the last real node of the machine to go down.
 def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel_settings_back(cluster, before):
     run_a_pod(cluster)
+    record = held()
     stop_cluster(cluster)
     assert left_on_machine(cluster.dir) == NOTHING_LEFT
-    assert kernel_settings() == before
+    assert_kernel_settings_put_back(cluster.dir, record, before)
     # The container was asked to stop, as a pod's deletion asks it, before anything was killed.
     (log,) = (cluster.dir / "node" / "pod-logs").glob("default_sleeper_*/probe/0.log")
     assert "probe: SIGTERM" in log.read_text()
@@ -536,10 +561,11 @@ def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, b
     except BaseException:
         stop_cluster(c)  # failed before the kill: leave no cluster running on the machine
         raise
+    record = held()
     os.kill(supervisor, signal.SIGKILL)
     wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
              Path(f"/proc/{supervisor}/stat").read_text().split()[2] == "Z", 30, "the supervisor to die")
     stop_cluster(c)
     assert left_on_machine(c.dir) == NOTHING_LEFT
-    assert kernel_settings() == before
+    assert_kernel_settings_put_back(c.dir, record, before)
     forget_images(c.dir)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import container_pid
+from tests.support.reach import NOBODY, reach
 
 pytestmark = pytest.mark.e2e
-NOBODY = 65534
 
 
 def control_plane_pids(cluster) -> dict[str, int]:
@@ -207,32 +207,6 @@ def test_the_operators_pod_runs_as_its_chart_says(cluster):
     assert pod.status.container_statuses[0].ready
 
 
-REACH = """
-import json, socket, struct, sys
-
-def query():
-    # A DNS query for the API server's Service, as a pod's resolver sends it.
-    name = b"".join(bytes([len(p)]) + p for p in b"kubernetes.default.svc.cluster.local".split(b".")) + b"\\0"
-    return struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + name + struct.pack("!HH", 1, 1)
-
-out = {}
-for kind, host, port in json.loads(sys.argv[1]):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
-    s.settimeout(10)
-    try:
-        s.connect((host, port))
-        if kind == "udp":
-            s.send(query())
-            s.recv(512)
-        out[f"{kind} {host}:{port}"] = "answered"
-    except OSError as e:
-        out[f"{kind} {host}:{port}"] = type(e).__name__
-    finally:
-        s.close()
-print(json.dumps(out))
-"""
-
-
 def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster):
     """The machine routes the pods' addresses, and CoreDNS listens on the bridge's: without the
     cluster's firewall chain, uid 65534 resolved Services and read the operator's metrics."""
@@ -245,8 +219,44 @@ def test_another_user_is_refused_by_the_pods_and_coredns_and_root_is_not(cluster
                                                 label_selector="app.kubernetes.io/component=controller").items
     targets = [["tcp", pod.status.pod_ip, 8080], ["udp", dns, 53], ["tcp", dns, 53]]
     metrics, dns_udp, dns_tcp = (f"{k} {h}:{p}" for k, h, p in targets)
-    got = as_nobody(cluster, REACH, json.dumps(targets))
+    got = reach(targets, NOBODY)
     assert got == {metrics: "ConnectionRefusedError", dns_udp: "PermissionError", dns_tcp: "ConnectionRefusedError"}
-    root = subprocess.run([sys.executable, "-c", textwrap.dedent(REACH), json.dumps(targets)], capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert set(json.loads(root.stdout).values()) == {"answered"}  # the API server and the kubelet run as root
+    assert set(reach(targets).values()) == {"answered"}  # the API server and the kubelet run as root
+
+
+def test_the_nodes_registry_key_pulls_and_changes_nothing(cluster):
+    """A cluster's folder holds the read-only registry's client: it pulls there; the read-only
+    registry answers a push or a delete with 405, and the writable one, which pushes and deletes,
+    refuses the key at the TLS handshake."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from generator.images.registry import MANIFEST_TYPES, default, split
+
+    reg = default()
+    client = cluster.dir / "node" / "registry-client"
+    hosts = (cluster.dir / "node" / "certs.d" / "ghcr.io" / "hosts.toml").read_text()
+    assert f"https://{reg.readonly.address}/v2/ghcr.io" in hosts and reg.address not in hosts
+
+    def ask(address: str, path: str, method: str = "GET", ca: Path = client / "ca.crt") -> int:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(str(client / "client.cert"), str(client / "client.key"))
+        req = urllib.request.Request(f"https://{address}{path}", method=method, headers={"Accept": MANIFEST_TYPES},
+                                     data=b"{}" if method in ("POST", "PUT") else None)
+        try:
+            with urllib.request.urlopen(req, context=context, timeout=10) as resp:
+                return resp.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    repo, tag = split(next(n for n in reg.catalog() if n.startswith("ghcr.io/kubeflow/")))
+    digest = reg.has(f"{repo}:{tag}")
+    assert ask(reg.readonly.address, f"/v2/{repo}/manifests/{tag}") == 200
+    writes = [("POST", f"/v2/{repo}/blobs/uploads/"), ("PUT", f"/v2/{repo}/manifests/{tag}"),
+              ("DELETE", f"/v2/{repo}/manifests/{digest}")]
+    assert {path: ask(reg.readonly.address, path, method) for method, path in writes} == {p: 405 for _, p in writes}
+    for method, path in [("GET", f"/v2/{repo}/manifests/{tag}"), *writes]:
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionResetError, BrokenPipeError)):
+            ask(reg.address, path, method, ca=reg.certs / "ca.crt")
+    assert reg.has(f"{repo}:{tag}") == digest

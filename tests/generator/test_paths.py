@@ -40,7 +40,7 @@ def test_the_bundle_holds_what_the_trainer_image_copies_and_both_charts():
 
 
 def test_every_go_module_file_is_package_data():
-    """The files of generator/controlplane's Go modules that git tracks, each matched by a package-data
+    """The files of the Go modules that git tracks (generator/controlplane/gomodules/), each matched by a package-data
     glob of pyproject.toml, so `cluster build` from a wheel finds the modules it builds in."""
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["generator.controlplane"]
     tracked = subprocess.run(["git", "ls-files", "generator/controlplane"], cwd=ROOT, capture_output=True, text=True,
@@ -51,7 +51,7 @@ def test_every_go_module_file_is_package_data():
                                             for g in globs)]
     assert unmatched == []
     assert {paths.go_module(name) for name in ("go", "containerd", "coredns", "jobset")} <= {
-        (paths.GO_MODULES / f).parent for f in data} | {paths.GO_MODULES / "go"}
+        (paths.PACKAGE / "controlplane" / f).parent for f in data}
 
 
 def test_an_installed_package_keeps_its_clusters_in_the_users_cache(monkeypatch, tmp_path):

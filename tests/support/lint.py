@@ -28,9 +28,9 @@ from tests.support import kube, scenarios
 
 def helm_cli() -> str | None:
     """The helm CLI `generator cluster build` made, else one on PATH."""
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
 
-    built = build.binary(build.HELM_BINARY)
+    built = build.binary(pins.HELM_BINARY)
     return str(built) if built.is_file() else shutil.which("helm")
 
 
@@ -121,7 +121,7 @@ def code_problems() -> list[str]:
         out.append("ruff:\n" + ruff.stdout + ruff.stderr)
     dead = subprocess.run([sys.executable, "-m", "vulture", *PYTHON_TREES, "--min-confidence", "60",
                            "--ignore-names", ",".join(FRAMEWORK_NAMES), "--ignore-decorators", "@pytest.fixture,@*.command",
-                           "--exclude", "generator/controlplane/go"], cwd=paths.ROOT, capture_output=True, text=True)
+                           "--exclude", "generator/controlplane/gomodules"], cwd=paths.ROOT, capture_output=True, text=True)
     if dead.returncode:
         out.append("vulture (dead code):\n" + dead.stdout + dead.stderr)
     return out

@@ -92,13 +92,13 @@ def chart_dist(out: Path, helm: Path, root: Path = paths.ROOT) -> list[Path]:
 
 
 def dist(out: Path) -> list[Path]:
-    from generator.controlplane import build
+    from generator.controlplane import build, pins
 
     problems = drift()
     if problems:
         raise SystemExit("the versions drift: " + "; ".join(problems) + "; run `make version V=...`")
     out.mkdir(parents=True, exist_ok=True)
-    helm = build.ensure(lambda line: print(line, file=sys.stderr), ["helm"])[build.HELM_BINARY]
+    helm = build.ensure(lambda line: print(line, file=sys.stderr), ["helm"])[pins.HELM_BINARY]
     made = [*python_dist(out), *chart_dist(out, helm)]
     missing = [str(p) for p in made if not p.is_file()]
     if missing:

@@ -120,6 +120,29 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.parametrize("kind", ["is not there", "answers 503"])
+def test_a_short_run_whose_reports_all_failed_says_so_once_when_it_ends(tmp_path, kind):
+    """A run shorter than FAILURES reports: its last report failing is said, naming the cause,
+    rather than nothing (a fast machine ended the digits run after two refused reports)."""
+    from trainer.reporting import FAILURES, Reporter
+
+    server = StatusServer(tmp_path, answer=503)
+    url = server.url if kind == "answers 503" else f"https://localhost:{closed_port()}{PATH}"
+    (tmp_path / "token").write_text("t\n")
+    said = []
+    try:
+        reporter = Reporter(url, str(server.ca_path), str(tmp_path / "token"), said.append, interval=0.05)
+        for step in range(FAILURES - 2):
+            reporter.offer({"step": step})
+        reporter.finish({"step": "last"})
+    finally:
+        server.close()
+    assert len(said) == 1, said
+    cause = {"is not there": "Connection refused", "answers 503": "the server answered 503"}[kind]
+    assert said[0].startswith(f"progress reports to {url} stopped: ") and cause in said[0], said
+    assert said[0].endswith("; the run's end went unreported"), said
+
+
 # Two trainings side by side, three times (about 30 s each): the slow tier's, so `make test` keeps
 # within 5 minutes.
 @pytest.mark.slow

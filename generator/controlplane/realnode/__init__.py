@@ -1,8 +1,9 @@
 """The local cluster's node: the kubelet of the control plane's Kubernetes release, containerd v2
-and runc run the pods from images, in the cluster's own cgroup, on the cluster's bridge. Built
-with the control plane (build.py); configured by pure functions (config.py); started as one
-bring-up step (node.py); undone at `cluster down` (host.py). Whether this machine can run it, and
-what to change where it cannot, is support.py's."""
+and runc run the pods from images, in the cluster's own cgroup, on the cluster's bridge. Built as
+groups of the control plane's build table (controlplane/build.py; the sandbox image by pause.py),
+with runc and the CNI plugins from Debian's packages (packaged.py); configured by pure functions
+(config.py); started as one bring-up step (node.py); undone at `cluster down` (host.py). Whether
+this machine can run it, and what to change where it cannot, is support.py's."""
 from __future__ import annotations
 
 import socket

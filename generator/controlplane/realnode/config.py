@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import components, pki
+from generator.controlplane import build, components, pins, pki
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, build, cgroups, dns, netns, support
+from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, cgroups, dns, netns, packaged, support
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 from generator.controlplane.realnode.netns import NodeNetwork
 
@@ -51,7 +51,7 @@ class Folders:
 
     @property
     def registry_client(self) -> Path:
-        """The node's copy of the machine registry's CA and client certificate (0600 each): the
+        """The node's copy of the read-only registry's CA and client certificate (0600 each): the
         hosts files name them here, in the cluster's folder, never in the registry's."""
         return self.root / "registry-client"
 
@@ -94,10 +94,10 @@ class NodePorts:
 
 @dataclass(frozen=True)
 class Mirror:
-    """The registry on this machine as the node's containerd pulls from it: its address, and the
-    registry names it holds images under (the first part of each of its repositories: ghcr.io,
-    docker.io, ...), each of which containerd sends there first."""
-    address: str  # 127.0.0.1:PORT, mutual TLS
+    """The registry on this machine as the node's containerd pulls from it: the read-only one's
+    address, and the registry names it holds images under (the first part of each of its
+    repositories: ghcr.io, docker.io, ...), each of which containerd sends there first."""
+    address: str  # 127.0.0.1:PORT, mutual TLS, read-only
     names: tuple[str, ...]
 
 
@@ -184,7 +184,7 @@ def cni_launchers(node: RealNode) -> dict[Path, str]:
     in the node's network namespace, so the bridge and the host ends of the pods' veths are made
     there (a plugin works in the namespace it is started in; containerd runs on the host)."""
     return {node.folders.cni_bin / plugin: "#!/bin/sh\nexec " + " ".join(
-        node.network.enter([str(node.cni_bin / plugin)])) + ' "$@"\n' for plugin in build.CNI_PLUGINS}
+        node.network.enter([str(node.cni_bin / plugin)])) + ' "$@"\n' for plugin in packaged.CNI_PLUGINS}
 
 
 def kubelet_config(node: RealNode) -> str:
@@ -224,9 +224,9 @@ def kubelet_config(node: RealNode) -> str:
 
 
 def containerd(node: RealNode) -> components.Component:
-    return components.Component("containerd", [str(build.path("containerd")), "--config", str(node.folders.containerd_config)],
+    return components.Component("containerd", [str(build.binary("containerd")), "--config", str(node.folders.containerd_config)],
                                 # The shim is found next to containerd, on PATH.
-                                env={"PATH": f"{build.path('containerd').parent}:/usr/sbin:/usr/bin:/sbin:/bin"},
+                                env={"PATH": f"{build.binary('containerd').parent}:/usr/sbin:/usr/bin:/sbin:/bin"},
                                 files={node.folders.containerd_config: containerd_config(node),
                                        node.folders.cni_conf / CNI_CONFLIST: cni_conflist(node),
                                        **registry_hosts(node)})
@@ -237,7 +237,7 @@ def kubelet(node: RealNode) -> components.Component:
     kubeconfig = cp.layout.component_kubeconfig("kubelet")
     f = node.folders
     return components.Component("kubelet", [
-        str(build.path(build.KUBELET)), f"--config={f.kubelet_config}", f"--kubeconfig={kubeconfig}",
+        str(build.binary(pins.KUBELET)), f"--config={f.kubelet_config}", f"--kubeconfig={kubeconfig}",
         f"--root-dir={f.kubelet}", f"--cert-dir={f.kubelet / 'pki'}", f"--hostname-override={node.name}",
         f"--node-ip={node.address}", f"--node-labels={NODE_LABEL}={NODE_LABEL_VALUE}",
     ], files={f.kubelet_config: kubelet_config(node),
@@ -246,4 +246,4 @@ def kubelet(node: RealNode) -> components.Component:
 
 def ctr(folders: Folders, *args: str) -> list[str]:
     """ctr against the node's containerd, in the namespace the CRI (and so the kubelet) uses."""
-    return [str(build.path("ctr")), "--address", str(folders.socket), "--namespace", "k8s.io", *args]
+    return [str(build.binary("ctr")), "--address", str(folders.socket), "--namespace", "k8s.io", *args]

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generator.controlplane.realnode import build
+from generator.controlplane import pins
 
 if TYPE_CHECKING:
     from generator.controlplane.realnode.config import RealNode
 
-# The registry's CA and client pair, named as in its client folder (podman's and skopeo's --cert-dir).
+# The read-only registry's CA and client pair, named as in its client folder (podman's and skopeo's --cert-dir).
 REGISTRY_CLIENT_FILES = ("ca.crt", "client.cert", "client.key")
 
 
@@ -64,7 +64,7 @@ def containerd_config(node: RealNode) -> str:
             "io.containerd.cri.v1.images": {
                 "snapshotter": "overlayfs",
                 # Imported at every start, never pulled, never collected.
-                "pinned_images": {"sandbox": build.PAUSE_IMAGE},
+                "pinned_images": {"sandbox": pins.PAUSE_IMAGE},
                 # A layer's compressed blob goes once it is unpacked: the trainer's image is 3 GB of
                 # blobs beside its 5 GB unpacked, in each cluster's containerd (the registry keeps them).
                 "discard_unpacked_layers": True,
@@ -102,10 +102,11 @@ def registry_hosts(node: RealNode) -> dict[Path, str]:
     """containerd's hosts file for each registry name the machine's registry holds images under:
     a pull of `ghcr.io/kubeflow/x:1` asks https://ADDRESS/v2/ghcr.io/kubeflow/x/... (the
     registry keeps each image under its full upstream name, so the name's registry is a part of
-    the path, and `override_path` keeps containerd from adding its own /v2), with the registry's
-    CA and client certificate. Only then, as for any mirror, the name's own registry, where this
-    machine reaches it. `_default` cannot serve here: its hosts file is the same for every name,
-    and the name is what the path must carry."""
+    the path, and `override_path` keeps containerd from adding its own /v2), at the read-only
+    registry, with its CA and client certificate (pull only: the node's key changes nothing).
+    Only then, as for any mirror, the name's own registry, where this machine reaches it.
+    `_default` cannot serve here: its hosts file is the same for every name, and the name is what
+    the path must carry."""
     if node.mirror is None:
         return {}
     client = node.folders.registry_client

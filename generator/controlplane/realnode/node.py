@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from generator.container import ports
-from generator.controlplane import admin, pki, processes
+from generator.controlplane import admin, build, pins, pki, processes
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, config, containerd, dns, gpus, host, kernel, proxy, support
+from generator.controlplane.realnode import config, containerd, dns, gpus, host, kernel, packaged, proxy, support
 from generator.errors import UserError
 from generator.images import registry
 from generator.images.registry import Registry
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def describe(sup: Supervisor) -> config.RealNode:
-    runc, cni = build.host_packages(say=lambda line: print(line, flush=True))
+    runc, cni = packaged.install(say=lambda line: print(line, flush=True))
     free = ports.free_port
     reserved = support.system_reserved(sup.node, support.Capacity.read())
     return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
@@ -34,13 +34,13 @@ def describe(sup: Supervisor) -> config.RealNode:
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
-    """The machine's registry (the bring-up's first step started it) and the registry names it
-    holds images under now."""
+    """The machine's read-only registry, which the node pulls from (the bring-up's first step
+    started it with the writable one), and the registry names it holds images under now."""
     reg = reg or registry.default()
-    if not reg.address:
+    if not reg.readonly.address:
         raise UserError(f"the registry in {reg.root} is not running, and the real node pulls every image from it: "
                         "run `python -m generator image registry up`, then `cluster up` again")
-    return config.Mirror(reg.address, registry_names(reg.catalog()))
+    return config.Mirror(reg.readonly.address, registry_names(reg.catalog()))
 
 
 def registry_names(held: list[str]) -> tuple[str, ...]:
@@ -51,14 +51,15 @@ def registry_names(held: list[str]) -> tuple[str, ...]:
 
 
 def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
-    """The registry's CA and client pair into the node's folder (0700), each 0600, for containerd's hosts files."""
+    """The read-only registry's CA and client pair into the node's folder (0700), each 0600, for
+    containerd's hosts files: a key that pulls, and that the writable registry refuses."""
     folders.registry_client.mkdir(mode=0o700, parents=True, exist_ok=True)
     folders.registry_client.chmod(0o700)
     for name in containerd.REGISTRY_CLIENT_FILES:
         fd = os.open(folders.registry_client / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as out:
             os.fchmod(fd, 0o600)
-            out.write((reg.certs / name).read_bytes())
+            out.write((reg.readonly.certs / name).read_bytes())
 
 
 def start(sup: Supervisor) -> None:
@@ -80,9 +81,9 @@ def start(sup: Supervisor) -> None:
                                         ips=list(cert.ips))
 
     containerd_proc = sup.start(config.containerd(node))
-    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, 60, "containerd to answer on its socket",
+    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, sup.left(), "containerd to answer on its socket",
                          containerd_proc)
-    import_image(sup.layout, build.path(build.PAUSE_ARCHIVE))
+    import_image(sup.layout, build.binary(pins.PAUSE_ARCHIVE))
 
     cluster_dns(sup, node)
     host.make_cgroup_root(sup.layout.root)
@@ -91,7 +92,7 @@ def start(sup: Supervisor) -> None:
           + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
     kubelet = sup.start(config.kubelet(node))
     core = client.CoreV1Api(admin.admin_client(sup.layout))
-    processes.wait_until(lambda: ready(core, node.name), 120, f"node {node.name} to be Ready", kubelet)
+    processes.wait_until(lambda: ready(core, node.name), sup.left(), f"node {node.name} to be Ready", kubelet)
     if sup.node.gpus:
         gpus.advertise(core, node.name, sup.node.gpus)
         gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
@@ -114,18 +115,18 @@ def services(sup: Supervisor, node: config.RealNode) -> None:
     `kubernetes` Service's rule is written: the controllers the charts install dial it first."""
     cert = proxy.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
-    child = sup.start(proxy.component(node, build.path(build.KUBE_PROXY)))
-    processes.wait_until(lambda: proxy.synced(node), 60, "kube-proxy to write the `kubernetes` Service's rule", child)
+    child = sup.start(proxy.component(node, build.binary(pins.KUBE_PROXY)))
+    processes.wait_until(lambda: proxy.synced(node), sup.left(), "kube-proxy to write the `kubernetes` Service's rule", child)
 
 
 def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
     """CoreDNS with its own certificate and read-only rights, answering before any pod asks."""
     cert = dns.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
-    admin.apply(admin.admin_client(sup.layout), dns.rbac(), "default")
-    child = sup.start(dns.component(node, build.path(build.COREDNS)))
+    admin.apply(admin.admin_client(sup.layout), dns.rbac(), "default", sup.end)
+    child = sup.start(dns.component(node, build.binary(pins.COREDNS)))
     url = dns.ready_url(node)
-    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, 60,
+    processes.wait_until(lambda: urllib.request.urlopen(url, timeout=2).status == 200, sup.left(),
                          f"CoreDNS to answer on {node.address}:{dns.PORT}", child)
 
 

@@ -2,7 +2,7 @@
 `cluster build` refuse with it: lifecycle.check_machine), and what of `cluster up`'s options the
 node takes. Each check is a pure function of what `Machine.read` and `Capacity.read` find here, so
 each reason can be given without the machine that has it. A check only reads: runc and the CNI
-plugins and iptables count as there when the node's build would install them (build.host_packages)."""
+plugins and iptables count as there when the node's start would install them (packaged.install)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.controlplane.realnode import build
+from generator.controlplane import build, pins
+from generator.controlplane.realnode import packaged
 from generator.errors import UserError
 
 # What runs the node's pods, as `cluster up` names it.
@@ -40,11 +41,11 @@ class Machine:
     def read(cls) -> Machine:
         from generator.controlplane.realnode import host
 
-        return cls(euid=os.geteuid(), runc=build.runc() is not None, cni=build.cni_dir() is not None,
+        return cls(euid=os.geteuid(), runc=packaged.runc() is not None, cni=packaged.cni_dir() is not None,
                    apt_get=shutil.which("apt-get") is not None,
                    cgroups=tuple((h, os.access(h, os.W_OK)) for h in host.hierarchies()),
-                   iptables=build.iptables() is not None, gcc=shutil.which("gcc") is not None,
-                   pause_built=build.PAUSE_ARCHIVE not in build.missing())
+                   iptables=packaged.iptables() is not None, gcc=shutil.which("gcc") is not None,
+                   pause_built=pins.PAUSE_ARCHIVE not in build.missing([build.group_of(pins.PAUSE_ARCHIVE)]))
 
 
 def root(machine: Machine) -> str | None:
@@ -57,13 +58,13 @@ def root(machine: Machine) -> str | None:
 def _lacking(machine: Machine) -> list[str]:
     return [what for what, there in (
         ("runc", machine.runc), ("iptables, with which kube-proxy writes Services' rules", machine.iptables),
-        (f"the CNI plugins ({', '.join(build.CNI_PLUGINS)} in one of {', '.join(map(str, build.CNI_DIRS))})", machine.cni))
+        (f"the CNI plugins ({', '.join(packaged.CNI_PLUGINS)} in one of {', '.join(map(str, packaged.CNI_DIRS))})", machine.cni))
         if not there]
 
 
 def installs_packages(machine: Machine) -> bool:
     """Whether the real node's first start here installs runc, iptables and the CNI plugins (as
-    build.host_packages does: only as root, with apt-get)."""
+    packaged.install does: only as root, with apt-get)."""
     return bool(_lacking(machine)) and machine.euid == 0 and machine.apt_get
 
 
@@ -72,7 +73,7 @@ def packages(machine: Machine) -> str | None:
     if not lacking or installs_packages(machine):
         return None
     return (f"the real node needs {' and '.join(lacking)}, and apt-get is not here to install them: install "
-            f"{' and '.join(build.PACKAGES)}")
+            f"{' and '.join(packaged.PACKAGES)}")
 
 
 def cgroups(machine: Machine) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import build, processes
+from generator.controlplane import build, pins, processes
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import InstalledRelease
 from generator.errors import UserError
@@ -67,7 +67,7 @@ def helm_env(layout: Layout) -> dict[str, str]:
 
 def install_argv(release: Release, chart: Chart, values_file: Path, timeout: float, create_namespace: bool = True) -> list[str]:
     """`helm install` of `chart` as `release`, helm's own waits (the charts' hooks) within `timeout` seconds."""
-    argv = [str(build.binary(build.HELM_BINARY)), "install", release.name, chart.ref, *chart.flags,
+    argv = [str(build.binary(pins.HELM_BINARY)), "install", release.name, chart.ref, *chart.flags,
             "--namespace", release.namespace, "--values", str(values_file)]
     if create_namespace:
         argv.append("--create-namespace")

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from generator import kinds
-from generator.controlplane import build
+from generator.controlplane import pins
 from generator.controlplane.layout import Layout
 from generator.controlplane.releases.base import Probe, Release, check_chart, module_chart
 from generator.errors import UserError
@@ -47,11 +47,11 @@ RELEASE = Release(NAME, NAMESPACE, (CONTROLLER,), "Kueue's webhooks", (PROBE,), 
 
 
 def chart_folder(cache: Path | None = None) -> Path:
-    return module_chart(build.KUEUE_MODULE, build.KUEUE_VERSION, "kueue", cache)
+    return module_chart(pins.KUEUE_MODULE, pins.KUEUE_VERSION, "kueue", cache)
 
 
 def checked_chart() -> Path:
-    return check_chart(chart_folder(), f"go mod download {build.KUEUE_MODULE}@{build.KUEUE_VERSION}")
+    return check_chart(chart_folder(), f"go mod download {pins.KUEUE_MODULE}@{pins.KUEUE_VERSION}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,8 +120,9 @@ def queues(quota: dict[str, str]) -> list[dict]:
     ]
 
 
-def create_queues(layout: Layout, node_name: str, asked: dict[str, str]) -> dict[str, str]:
-    """Apply the queues (server-side, so a restart keeps them as they are); the quota applied."""
+def create_queues(layout: Layout, node_name: str, asked: dict[str, str], end: float) -> dict[str, str]:
+    """Apply the queues (server-side, so a restart keeps them as they are) within what the deadline
+    `end` has left; the quota applied."""
     from kubernetes import client
 
     from generator.controlplane.admin import admin_client, apply
@@ -129,5 +130,5 @@ def create_queues(layout: Layout, node_name: str, asked: dict[str, str]) -> dict
     api = admin_client(layout)
     node = api.sanitize_for_serialization(client.CoreV1Api(api).read_node(node_name))
     quota = quota_for(node, asked)
-    apply(api, queues(quota), QUEUE_NAMESPACE)
+    apply(api, queues(quota), QUEUE_NAMESPACE, end)
     return quota

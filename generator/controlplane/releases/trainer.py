@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane import build
+from generator.controlplane import pins
 from generator.controlplane.layout import Layout
 from generator.controlplane.releases.base import Chart, Probe, Release, check_chart, module_chart
 from generator.errors import UserError
@@ -47,16 +47,16 @@ RELEASE = Release(NAME, NAMESPACE, (JOBSET_CONTROLLER, CONTROLLER), "Trainer's a
 
 
 def trainer_chart(cache: Path | None = None) -> Path:
-    return module_chart(build.TRAINER_MODULE, build.TRAINER_VERSION, "kubeflow-trainer", cache)
+    return module_chart(pins.TRAINER_MODULE, pins.TRAINER_VERSION, "kubeflow-trainer", cache)
 
 
 def jobset_chart(cache: Path | None = None) -> Path:
-    return module_chart(build.JOBSET_MODULE, build.jobset_version(), "jobset", cache)
+    return module_chart(pins.JOBSET_MODULE, pins.jobset_version(), "jobset", cache)
 
 
 def _charts() -> tuple[Path, Path]:
-    return (check_chart(trainer_chart(), f"go mod download {build.TRAINER_MODULE}@{build.TRAINER_VERSION}"),
-            check_chart(jobset_chart(), f"cd {build.JOBSET_MODULE_DIR} && go mod download {build.JOBSET_MODULE}"))
+    return (check_chart(trainer_chart(), f"go mod download {pins.TRAINER_MODULE}@{pins.TRAINER_VERSION}"),
+            check_chart(jobset_chart(), f"cd {pins.JOBSET_MODULE_DIR} && go mod download {pins.JOBSET_MODULE}"))
 
 
 def stage(into: Path) -> Path:

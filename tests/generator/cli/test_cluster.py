@@ -377,19 +377,17 @@ def test_a_bad_kueue_quota_is_refused_before_anything_starts(args, message, tmp_
 
 def test_build_builds_the_control_plane_and_the_node(tmp_path, monkeypatch):
     from generator.controlplane import build
-    from generator.controlplane.realnode import build as real_build
     from generator.controlplane.realnode import support
 
     if support.installs_packages(support.Machine.read()) or support.why_not(support.Machine.read()):
         pytest.skip("the node's first build here installs runc, iptables and the CNI plugins, which a test must not "
                     "do, or the node cannot run here")
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(tmp_path / "cache"))
-    for module, group in [(build, g) for g in build.GROUPS] + [(real_build, g) for g in real_build.GROUPS]:
-        names, stamp = module.GROUPS[group]  # as built: Go is not needed
-        module.group_dir(group).mkdir(parents=True)
-        for name in names:
-            (module.group_dir(group) / name).write_text("")
-        (module.group_dir(group) / build.COMPLETE).write_text(stamp())
+    for group in build.table().values():  # as built: Go is not needed
+        build.group_dir(group.name).mkdir(parents=True)
+        for name in group.files:
+            (build.group_dir(group.name) / name).write_text("")
+        (build.group_dir(group.name) / build.COMPLETE).write_text(group.stamp)
     code, out, err = run("cluster", "build")
     assert code == 0, err
     assert "up to date: etcd in" in out and "up to date: kubelet in" in out

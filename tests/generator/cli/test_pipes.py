@@ -92,16 +92,14 @@ def check_both_readers(argv: list[str], first: str | None, folder: Path, reset=l
 def built_cache(folder: Path, monkeypatch) -> None:
     """A cache whose binaries look built (`cluster build` then only says so): Go is not needed."""
     from generator.controlplane import build
-    from generator.controlplane.realnode import build as real_build
 
     monkeypatch.setenv("PYTORCHJOB_KIT_CACHE", str(folder))
-    for module in (build, real_build):
-        for group, (names, stamp) in module.GROUPS.items():
-            bins = module.group_dir(group)
-            bins.mkdir(parents=True)
-            for name in names:
-                (bins / name).write_text("")
-            (bins / build.COMPLETE).write_text(stamp())
+    for group in build.table().values():
+        bins = build.group_dir(group.name)
+        bins.mkdir(parents=True)
+        for name in group.files:
+            (bins / name).write_text("")
+        (bins / build.COMPLETE).write_text(group.stamp)
 
 
 @pytest.mark.parametrize("argv,first", [pytest.param(a, f, id=i) for i, a, f in OFFLINE])

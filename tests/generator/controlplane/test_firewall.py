@@ -3,12 +3,10 @@
 `cluster down` takes the rule away with the rest. A real bridge, real listeners, real iptables."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
 import subprocess
-import textwrap
 import threading
 
 import pytest
@@ -17,42 +15,14 @@ from generator.controlplane import firewall, network
 from generator.controlplane.layout import Layout
 from generator.controlplane.state import ClusterState, save
 from tests.support.cli_helpers import run
+from tests.support.reach import NOBODY, reach
 
-NOBODY = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("iptables") or not shutil.which("setpriv"),
                                 reason="a bridge and firewall rules need root, iptables and setpriv")
-
-PROBE = """
-import json, socket, sys
-out = {}
-for kind, host, port in json.loads(sys.argv[1]):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == "tcp" else socket.SOCK_DGRAM)
-    s.settimeout(10)
-    try:
-        s.connect((host, port))
-        if kind == "udp":
-            s.send(b"q")
-            s.recv(10)
-        out[f"{kind} {host}:{port}"] = "answered"
-    except OSError as e:
-        out[f"{kind} {host}:{port}"] = type(e).__name__
-    finally:
-        s.close()
-print(json.dumps(out))
-"""
-
 
 # A job's master in its pod: MASTER_PORT open to whoever connects.
 POD_LISTENS = ("import socket\ns = socket.socket()\ns.bind(('0.0.0.0', 23456))\ns.listen()\nprint('listening', flush=True)\n"
                "while True:\n    s.accept()[0].close()\n")
-
-
-def probe(targets: list[tuple[str, str, int]], uid: int) -> dict[str, str]:
-    argv = ["/usr/bin/python3", "-c", textwrap.dedent(PROBE), json.dumps(targets)]
-    if uid:
-        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/", check=True)
-    return json.loads(done.stdout)
 
 
 def serve(kind: str, host: str, port: int) -> socket.socket:
@@ -121,9 +91,9 @@ def test_other_users_are_refused_by_the_pods_and_coredns_until_cluster_down(clus
     pod, dns_tcp, dns_udp, api = (f"{k} {h}:{p}" for k, h, p in targets)
     firewall.close(pods.bridge, pods.cidr)
     # A TCP connection is reset; a datagram is not sent (EPERM): refused at once, either way.
-    assert probe(targets, NOBODY) == {pod: "ConnectionRefusedError", dns_tcp: "ConnectionRefusedError",
+    assert reach(targets, NOBODY) == {pod: "ConnectionRefusedError", dns_tcp: "ConnectionRefusedError",
                                       dns_udp: "PermissionError", api: "answered"}
-    assert set(probe(targets, 0).values()) == {"answered"}  # root: the API server, the kubelet and the supervisor
+    assert set(reach(targets, 0).values()) == {"answered"}  # root: the API server, the kubelet and the supervisor
     code, out, err = run("cluster", "down", "--dir", str(layout.root))
     assert code == 0, err
     assert f"the firewall chain {firewall.chain(pods.bridge)} that kept other users from the cluster's pods (removed)" in out
@@ -143,4 +113,4 @@ def test_bringing_up_the_pod_network_closes_it_to_other_users(cluster):
     sup = SimpleNamespace(layout=layout, node=NodeOptions(), network=None, save=lambda **kw: saved.update(kw))
     bringup.pod_network(sup)
     assert saved["pod_network"] == pods and firewall.jumps(pods.bridge)
-    assert probe(targets[:1], NOBODY) == {f"tcp {targets[0][1]}:{targets[0][2]}": "ConnectionRefusedError"}
+    assert reach(targets[:1], NOBODY) == {f"tcp {targets[0][1]}:{targets[0][2]}": "ConnectionRefusedError"}

@@ -1,7 +1,8 @@
 """`run --container`'s network and what a run owns: the job's network on a subnet free now, the
 containers and network labelled with the run that made them (its pid and start time), removed
 after the run in any case, by a watcher in a session of its own after a SIGKILL, and by the job's
-next run when even that was killed."""
+next run when even that was killed; what podman changed on the machine for them put back
+(hostnet.py) the same ways."""
 from __future__ import annotations
 
 import ipaddress
@@ -18,6 +19,7 @@ from pathlib import Path
 from generator import paths
 from generator.errors import UserError
 from generator.images import engine as engine_
+from generator.local.backends.containers import hostnet
 from generator.local.plan import Plan, Replica
 
 LABEL = "io.pytorchjob-kit.run"  # on the job's network and containers: the run that owns them (pid-starttime)
@@ -135,6 +137,8 @@ def reap(owner: str, engine: str) -> None:
                               text=True).stdout.split()
     if networks:
         subprocess.run([engine, "network", "rm", *networks], capture_output=True)
+    if hostnet.applies(engine):
+        hostnet.release(owner, alive)
 
 
 def _watcher(eng: engine_.Engine, owner: str) -> subprocess.Popen:
@@ -153,7 +157,10 @@ def up(eng: engine_.Engine, plan: Plan, net: Network, owner: str, say=print) -> 
     _clear(eng, plan, net, say)
     watcher = _watcher(eng, owner)
     made = False  # until the network is ours, the names may be another run's that took them meanwhile
+    host = hostnet.applies(eng.name)
     try:
+        if host:
+            hostnet.hold(owner, alive)
         eng.run("network", "create", "--subnet", net.subnet, "--label", f"{LABEL}={owner}", net.name)
         made = True
         yield
@@ -161,5 +168,7 @@ def up(eng: engine_.Engine, plan: Plan, net: Network, owner: str, say=print) -> 
         if made:
             eng.run("rm", "--force", *[name(r) for r in plan.replicas], check=False, timeout=300)
             eng.run("network", "rm", net.name, check=False, timeout=120)
+        if host:  # once its containers are gone, whose rules the plugin removes with them
+            hostnet.release(owner, alive, say=say)
         watcher.kill()
         watcher.wait()

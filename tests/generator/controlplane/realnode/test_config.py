@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.controlplane import components
+from generator.controlplane import build, components
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import build, cgroups, config
+from generator.controlplane.realnode import cgroups, config, packaged
 from generator.controlplane.state import NodeOptions
 
 # The standard library reads TOML from Python 3.11 on.
@@ -46,7 +46,7 @@ def test_pods_get_the_upper_half_of_the_clusters_subnet_on_a_bridge_of_the_nodes
 def test_containerd_runs_each_cni_plugin_in_the_nodes_network_namespace(node):
     launchers = config.cni_launchers(node)
     folder = node.layout.root / "node" / "cni" / "bin"
-    assert set(launchers) == {folder / p for p in build.CNI_PLUGINS}
+    assert set(launchers) == {folder / p for p in packaged.CNI_PLUGINS}
     assert launchers[folder / "bridge"] == ('#!/bin/sh\nexec /usr/bin/nsenter --net=/run/netns/pjk0000-node -- '
                                            '/usr/lib/cni/bridge "$@"\n')
     toml = tomllib.loads(config.containerd_config(node))
@@ -102,7 +102,7 @@ def test_the_kubelet_registers_as_its_node_with_the_node_certificate(node):
     kubelet = config.kubelet(node)
     flags = dict(a[2:].split("=", 1) for a in kubelet.argv[1:])
     root = node.layout.root
-    assert kubelet.argv[0] == str(build.path("kubelet"))
+    assert kubelet.argv[0] == str(build.binary("kubelet"))
     assert flags == {"config": str(root / "node" / "kubelet-config.yaml"),
                      "kubeconfig": str(root / "kubeconfigs" / "kubelet.yaml"), "root-dir": str(root / "node" / "kubelet"),
                      "cert-dir": str(root / "node" / "kubelet" / "pki"), "hostname-override": "box",
@@ -118,8 +118,8 @@ def test_the_kubelet_registers_as_its_node_with_the_node_certificate(node):
 def test_containerd_is_started_with_its_config_and_finds_its_shim(node):
     containerd = config.containerd(node)
     folder = node.layout.root / "node"
-    assert containerd.argv == [str(build.path("containerd")), "--config", str(folder / "containerd" / "config.toml")]
-    assert containerd.env["PATH"].split(":")[0] == str(build.path("containerd-shim-runc-v2").parent)
+    assert containerd.argv == [str(build.binary("containerd")), "--config", str(folder / "containerd" / "config.toml")]
+    assert containerd.env["PATH"].split(":")[0] == str(build.binary("containerd-shim-runc-v2").parent)
     assert set(containerd.files) == {folder / "containerd" / "config.toml", folder / "cni" / "net.d" / config.CNI_CONFLIST}
 
 

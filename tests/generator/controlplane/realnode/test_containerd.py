@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from generator.controlplane.realnode import build, config, containerd
+from generator.controlplane import pins
+from generator.controlplane.realnode import config, containerd
 from tests.generator.controlplane.realnode.test_config import real_node
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11's tomllib")
@@ -33,7 +34,7 @@ def test_containerd_runs_pods_with_runc_on_cgroupfs_overlayfs_and_the_pause_imag
     plugins = tomllib.loads(containerd.containerd_config(node))["plugins"]
     images, runtime = plugins["io.containerd.cri.v1.images"], plugins["io.containerd.cri.v1.runtime"]
     assert images["snapshotter"] == "overlayfs"
-    assert images["pinned_images"] == {"sandbox": build.PAUSE_IMAGE}
+    assert images["pinned_images"] == {"sandbox": pins.PAUSE_IMAGE}
     # Each cluster keeps an image once, unpacked: the registry on this machine has the blobs.
     assert images["discard_unpacked_layers"] is True
     runc = runtime["containerd"]["runtimes"]["runc"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from generator.controlplane import pki
-from generator.controlplane.realnode import build, config, dns
+from generator.controlplane import build, pins, pki
+from generator.controlplane.realnode import config, dns
 from tests.generator.controlplane.realnode.test_config import real_node
 
 
@@ -27,10 +27,10 @@ def test_pods_are_given_the_clusters_coredns_on_its_bridge_address_as_their_name
 
 
 def test_coredns_reads_the_api_with_a_certificate_of_its_own_kept_in_the_clusters_folder(node):
-    component = dns.component(node, build.path(build.COREDNS))
+    component = dns.component(node, build.binary(pins.COREDNS))
     here = node.layout.root / "node" / "dns"
     assert component.name == "coredns"
-    assert component.argv == [str(build.path(build.COREDNS)), "-conf", str(here / "Corefile")]
+    assert component.argv == [str(build.binary(pins.COREDNS)), "-conf", str(here / "Corefile")]
     assert f"        kubeconfig {here / 'kubeconfig'}\n" in component.files[here / "Corefile"]
     kubeconfig = yaml.safe_load(component.files[here / "kubeconfig"])
     cert, key = pki.files(node.layout.pki, dns.STEM)
@@ -53,7 +53,7 @@ def test_coredns_may_only_list_and_watch_what_its_kubernetes_plugin_reads():
 
 def test_corednss_build_links_each_plugin_its_corefile_names(node):
     """A directive whose plugin main.go leaves out stops CoreDNS at start ("Unknown directive")."""
-    main = (build.COREDNS_MODULE_DIR / "main.go").read_text()
+    main = (pins.COREDNS_MODULE_DIR / "main.go").read_text()
     linked = {line.split('"')[1].rsplit("/", 1)[1] for line in main.splitlines() if "coredns/plugin/" in line}
     directives = {line.split()[0] for line in dns.corefile(node).splitlines()[1:]
                   if line.startswith("    ") and not line.startswith("        ") and line.split()[0] != "}"}

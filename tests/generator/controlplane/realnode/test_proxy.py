@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from generator.controlplane.realnode import build, proxy
+from generator.controlplane import build, pins
+from generator.controlplane.realnode import proxy
 from tests.generator.controlplane.realnode.test_config import real_node
 
 
@@ -23,7 +24,7 @@ def test_kube_proxy_runs_in_the_nodes_namespace_with_its_config(tmp_path):
     assert kubeconfig["users"][0]["user"]["client-certificate"] == str(node.layout.pki / "kube-proxy.crt")
     # The API server's bootstrap binding system:node-proxier names this user: no RBAC of ours.
     assert (proxy.certificate().stem, proxy.certificate().cn) == ("kube-proxy", "system:kube-proxy")
-    assert build.path(build.KUBE_PROXY).name == "kube-proxy"
+    assert build.binary(pins.KUBE_PROXY).name == "kube-proxy"
 
 
 def test_kube_proxy_writes_iptables_rules_for_the_pods_cidr_and_leaves_conntrack_alone(tmp_path):

@@ -51,7 +51,7 @@ def test_not_root_is_the_reason_before_what_root_would_install():
 
 
 def test_runc_iptables_and_the_cni_plugins_missing_are_no_reason_where_the_build_installs_them():
-    """As root with apt-get, the node's start installs them from Debian's packages (build.host_packages)."""
+    """As root with apt-get, the node's start installs them from Debian's packages (packaged.install)."""
     for machine in (replace(READY, runc=False), replace(READY, cni=False), replace(READY, runc=False, cni=False),
                     replace(READY, iptables=False)):
         assert support.why_not(machine) is None

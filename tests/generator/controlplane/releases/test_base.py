@@ -90,7 +90,7 @@ def test_every_release_cluster_up_waits_for_takes_what_the_one_before_left_of_it
     class Sup:
         layout = Layout(tmp_path)
         children = {"kubelet": None}
-        deadline = clock[0] + 200
+        end = clock[0] + 200  # Supervisor.end: what `cluster up --timeout` leaves the bring-up
         state = ClusterState(operator=InstalledRelease("ops", "my-operator", "training-operator"),
                              trainer=trainer.RELEASE.installed(), kueue=kueue.RELEASE.installed())
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from generator.container import programs
-from generator.controlplane import build
+from generator.controlplane import pins
 from generator.controlplane.releases import kueue as kueue_release
 from generator.errors import UserError
 
@@ -42,7 +42,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_the_chart_is_the_pinned_modules_own(tmp_path):
-    assert str(kueue_release.chart_folder(tmp_path)).endswith(f"sigs.k8s.io/kueue@{build.KUEUE_VERSION}/charts/kueue")
+    assert str(kueue_release.chart_folder(tmp_path)).endswith(f"sigs.k8s.io/kueue@{pins.KUEUE_VERSION}/charts/kueue")
 
 
 def test_the_pytorchjob_and_trainjob_integrations_are_on_and_the_rest_of_the_config_is_the_charts(cache):

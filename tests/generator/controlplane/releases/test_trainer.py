@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from generator.container import programs
-from generator.controlplane import build
+from generator.controlplane import pins
 from generator.controlplane.releases import trainer as trainer_release
 from generator.errors import UserError
 
@@ -42,9 +42,9 @@ def cache(tmp_path, monkeypatch):
 
 def test_the_charts_are_the_pinned_modules_own(tmp_path):
     assert str(trainer_release.trainer_chart(tmp_path)).endswith(
-        f"github.com/kubeflow/trainer/v2@{build.TRAINER_VERSION}/charts/kubeflow-trainer")
+        f"github.com/kubeflow/trainer/v2@{pins.TRAINER_VERSION}/charts/kubeflow-trainer")
     assert str(trainer_release.jobset_chart(tmp_path)).endswith(
-        f"sigs.k8s.io/jobset@{build.jobset_version()}/charts/jobset")
+        f"sigs.k8s.io/jobset@{pins.jobset_version()}/charts/jobset")
 
 
 def test_the_staged_chart_holds_jobset_as_its_dependency_and_no_lws(cache, tmp_path):
