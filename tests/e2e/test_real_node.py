@@ -228,10 +228,11 @@ def _log(core, name: str, namespace: str) -> str | None:
 
 
 class RegistryLog:
-    """What the registry on this machine was asked since this was made, from its own log."""
+    """What the nodes asked the registry on this machine since this was made, from the log of its
+    read-only twin, which they pull from."""
 
     def __init__(self):
-        self.path = default_registry().log
+        self.path = default_registry().readonly.log
         self.start = self.path.stat().st_size
 
     def asked(self) -> str:

@@ -53,6 +53,8 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
             fix = f"lower the request for {resource} (each pod asks for {_requests(pod, resource, shot.container)}{have})"
         out.append((f"Insufficient {resource}", message, fix))
     taints = re.findall(r"untolerated taint\(?s?\)? ?(\{[^}]*\})", message)
+    if "untolerated taint" in message and not taints:  # newer schedulers name no taint: read the nodes'
+        taints = _untolerated(pod, shot)
     # A node short of disk, memory or PIDs: its taint is the kubelet's, lifted once the node has room.
     for condition in dict.fromkeys(c for c in map(pressure.pressure_taint, taints) if c):
         out.append((condition, message, f"a node is under {condition}: " + pressure.fix_for(condition)))
@@ -108,6 +110,27 @@ def _offered(shot: Snapshot) -> dict[str, str]:
             except ValueError:
                 continue
     return {k: f"{v / 2**30:.1f}Gi" if k == "memory" else f"{v.normalize():f}" for k, v in totals.items()}
+
+def _untolerated(pod: dict, shot: Snapshot) -> list[str]:
+    """The nodes' scheduling taints the pod tolerates none of, written as older schedulers named
+    them (`{key: value}`); none where the nodes cannot be read."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    found = []
+    for node in shot.nodes or []:
+        for taint in (node.get("spec") or {}).get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+                found.append(f"{{{taint.get('key', '')}: {taint.get('value', '')}}}")
+    return list(dict.fromkeys(found))
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    """Kubernetes' rule: an empty key with Exists matches every key; an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
 
 def _toleration_example(shot: Snapshot, shown: list[str]) -> str:
     for node in shot.nodes or []:

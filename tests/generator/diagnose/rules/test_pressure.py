@@ -28,11 +28,19 @@ def node_under(condition: str) -> dict:
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}}
 
 
-def pending_on_taint(taint: str) -> list[dict]:
-    message = (f"0/1 nodes are available: 1 node(s) had untolerated taint {{node.kubernetes.io/{taint}: }}. "
-               "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
-    return [pod(f"mnist-{n}", role, "Pending", statuses=[], conditions=unschedulable(message))
+# The scheduler's message as Kubernetes v1.36 wrote it, and as v1.37 does (no taint named: the
+# real node's scheduler said this, e2e test_node_pressure).
+NAMED = "0/1 nodes are available: 1 node(s) had untolerated taint {{node.kubernetes.io/{taint}: }}. "
+UNNAMED = "0/1 nodes are available: 1 node(s) had untolerated taint(s). no new claims to deallocate, "
+
+
+def pending_on_taint(taint: str, said: str = NAMED, tolerations: list | None = None) -> list[dict]:
+    message = said.format(taint=taint) + "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    pods = [pod(f"mnist-{n}", role, "Pending", statuses=[], conditions=unschedulable(message))
             for n, role in (("master-0", "Master"), ("worker-0", "Worker"))]
+    for p in pods:
+        p["spec"]["tolerations"] = tolerations or []
+    return pods
 
 
 def no_toleration_advised(found) -> None:
@@ -102,3 +110,32 @@ def test_another_taint_still_gets_its_toleration_and_never_a_pressure_taints_exa
     assert "({dedicated: gpu})" in taint.fix and "disk-pressure" not in taint.fix
     assert "{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}" in taint.fix
     assert only([f for f in found if f.object.startswith("Pod/")], "DiskPressure")
+
+
+def node_tainted(condition: str | None, *taints: dict) -> dict:
+    node = node_under(condition or "DiskPressure")
+    node["spec"]["taints"] = ([] if condition is None else node["spec"]["taints"]) + list(taints)
+    if condition is None:
+        node["status"]["conditions"] = node["status"]["conditions"][1:]
+    return node
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def test_a_scheduler_that_names_no_taint_still_gets_the_pressure_fix_from_the_nodes_taints():
+    found = rules.diagnose(shot(pods=pending_on_taint("disk-pressure", UNNAMED), nodes=[node_under("DiskPressure")]))
+    held = next(f for f in found if f.object.startswith("Pod/"))
+    assert held.reason == "DiskPressure" and "cluster down --purge" in held.fix
+    no_toleration_advised(found)
+
+
+def test_a_taint_the_pods_tolerate_is_not_blamed_and_one_they_do_not_is_named():
+    tolerated = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    found = rules.diagnose(shot(pods=pending_on_taint("disk-pressure", UNNAMED, tolerated),
+                                nodes=[node_tainted("DiskPressure", GPU_TAINT)]))
+    no_toleration_advised(found)
+    found = rules.diagnose(shot(pods=pending_on_taint("disk-pressure", UNNAMED), nodes=[node_tainted(None, GPU_TAINT)]))
+    (held,) = [f for f in found if f.reason == "UntoleratedTaint"]
+    assert "{nvidia.com/gpu: present}" in held.fix and "key: nvidia.com/gpu, operator: Equal, value: present" in held.fix
+
