@@ -8,12 +8,25 @@ the rename, never written through. The user's own links, to the file or to its f
 user's link is refused: root writing into a shared folder must not land where that user chose."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import stat
+from pathlib import Path
 
 from generator.errors import Finding, UserError
 
 MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
+
+@contextlib.contextmanager
+def record_lock(record: Path):
+    """Held while a machine-wide record (the kernel settings', `run --container`'s) is read and
+    changed: a lock file beside it, its folder made 0700 first."""
+    record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(record.with_name(f".{record.name}.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def write_atomic(path: str, text: str) -> None:

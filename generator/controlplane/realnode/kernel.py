@@ -4,10 +4,11 @@ back when the last cluster that holds the record is down. A cluster whose folder
 without `cluster down`) holds it no more, so it cannot keep the settings changed until a reboot."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from pathlib import Path
+
+from generator import files
 
 # The kubelet with protectKernelDefaults: false sets these machine-wide (setupKernelTunables in
 # pkg/kubelet/cm/container_manager_linux.go: 1, 0, 10, 1, 1000000, 25000000); with true it refuses to
@@ -26,7 +27,7 @@ def _sysctl(name: str, sysctl_dir: Path) -> Path:
 def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> dict[str, str]:
     """Record the kernel settings before this cluster's kubelet changes them (unless another
     cluster's record holds them already), and add `holder` to the clusters holding it."""
-    with _locked(record):
+    with files.record_lock(record):
         held = _read(record)
         if not held:
             held = {"values": {n: _sysctl(n, sysctl_dir).read_text().strip() for n in KERNEL_SETTINGS
@@ -42,7 +43,7 @@ def hold_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir:
 
 def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_dir: Path = SYSCTL_DIR) -> list[str]:
     """`holder` lets go of the record; the last to let go puts the recorded values back. What was put back."""
-    with _locked(record):
+    with files.record_lock(record):
         held = _read(record)
         if not held or str(holder) not in held["holders"]:
             return []
@@ -64,19 +65,6 @@ def release_kernel_settings(holder: Path, record: Path = KERNEL_RECORD, sysctl_d
 def _present(holders: list[str]) -> list[str]:
     """The holders whose cluster folder is still there."""
     return [h for h in holders if os.path.isdir(h)]
-
-
-class _locked:
-    def __init__(self, record: Path):
-        self.path = record.with_name(f".{record.name}.lock")
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        self.handle.close()
 
 
 def _read(record: Path) -> dict:

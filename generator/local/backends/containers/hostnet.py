@@ -11,7 +11,6 @@ rule but the plugin's own jump (CNI-ADMIN is the administrator's: any rule in it
 Root with podman alone: rootless podman changes neither, and Docker keeps its own."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shlex
@@ -103,7 +102,7 @@ def read(run: Callable = subprocess.run) -> Host:
 def hold(owner: str, alive: Callable[[str], bool], record: Path = RECORD) -> None:
     """Record the machine before this run's containers start, unless a run going now (or one
     killed before it could let go) recorded it already, and add `owner` to the runs holding it."""
-    with _locked(record):
+    with files.record_lock(record):
         held = _load(record)
         if not held:
             held = {"before": read().as_json(), "holders": []}
@@ -113,7 +112,7 @@ def hold(owner: str, alive: Callable[[str], bool], record: Path = RECORD) -> Non
 
 def release(owner: str, alive: Callable[[str], bool], record: Path = RECORD, say=print) -> None:
     """`owner` lets go; the last run to let go puts back what the runs changed, and says what."""
-    with _locked(record):
+    with files.record_lock(record):
         held = _load(record)
         if not held or owner not in held["holders"]:
             return
@@ -144,19 +143,6 @@ def put_back(todo: Undo, run: Callable = subprocess.run) -> list[str]:
     if removed:
         done.append(f"iptables chains {', '.join(removed)} removed")
     return done
-
-
-class _locked:
-    def __init__(self, record: Path):
-        self.path = record.with_name(f".{record.name}.lock")
-
-    def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.handle = open(self.path, "w")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc):
-        self.handle.close()
 
 
 def _load(record: Path) -> dict:
