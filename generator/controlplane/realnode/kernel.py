@@ -75,6 +75,4 @@ def _read(record: Path) -> dict:
 
 
 def _write(record: Path, held: dict) -> None:
-    tmp = record.with_name(f".{record.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(held, indent=2, sort_keys=True))
-    os.replace(tmp, record)
+    files.write_whole(record, json.dumps(held, indent=2, sort_keys=True), 0o600)
