@@ -17,8 +17,6 @@ import yaml
 
 from tests.support import ROOT
 
-ENDED = ("Succeeded", "Failed")  # a pod's phases once it has run to its end
-
 
 @dataclass
 class LocalCluster:
@@ -59,8 +57,8 @@ class LocalCluster:
 
         return client.CustomObjectsApi(self.api())
 
-    # The helpers the modules share: a job and its pods by the kind's own coordinates and label
-    # (generator/kinds), a pod's log as far as it goes, and a wait for a pod's phase.
+    # The helpers the modules share: a job by the kind's own coordinates
+    # (generator/kinds) and a pod's log as far as it goes.
     def job(self, kind, name: str, namespace: str) -> dict | None:
         """The job as the API server holds it; None when it has none of that name."""
         from kubernetes import client
@@ -79,11 +77,6 @@ class LocalCluster:
         kind = kinds.for_object(body)
         return self.custom().create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, body)
 
-    def pods_of(self, kind, job: str, namespace: str) -> list:
-        """The job's pods by the label its controller puts on them, by name."""
-        pods = self.core().list_namespaced_pod(namespace, label_selector=f"{kind.pod_label}={job}").items
-        return sorted(pods, key=lambda p: p.metadata.name)
-
     def log(self, pod: str, namespace: str, container: str | None = None, **options) -> str:
         """The container's log so far: "" while it has not started (the kubelet has none to serve)."""
         from kubernetes import client
@@ -94,15 +87,6 @@ class LocalCluster:
             if exc.status in (400, 404):  # waiting to start, or not created yet
                 return ""
             raise
-
-    def wait_phase(self, pod: str, namespace: str, phases: tuple[str, ...], within: float, what: str = "",
-                   interval: float = 0.5):
-        """The pod once its phase is one of `phases` (Running; Succeeded, Failed: ended)."""
-        from tests.support.waiting import wait_for
-
-        core = self.core()
-        return wait_for(lambda: (p := core.read_namespaced_pod(pod, namespace)).status.phase in phases and p, within,
-                        what or f"pod {namespace}/{pod} to be {' or '.join(phases)}", interval)
 
     def claim_folder(self, claim: str, namespace: str = "default") -> Path:
         """Where a bound claim's files are on this machine: its volume's folder, whatever path the
@@ -338,7 +322,7 @@ def ns(cluster, request):
 
 
 @pytest.fixture(scope="module")
-def cluster(request, tmp_path_factory, operator_values, node_options, one_cluster_at_a_time):
+def cluster(request, tmp_path_factory, operator_values, node_options):
     if operator_values is None and node_options is None:
         yield request.getfixturevalue("shared").get()
         return

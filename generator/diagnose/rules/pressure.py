@@ -13,7 +13,6 @@ from generator.diagnose.rules.common import ERROR, Diagnosis, objects, pod_name
 from generator.diagnose.snapshot import Snapshot
 from generator.fixtext import value
 
-TAINT_PREFIX = "node.kubernetes.io/"
 # condition -> (its taint, what the node lacks, the fix)
 PRESSURES = {
     "DiskPressure": ("node.kubernetes.io/disk-pressure", "disk space (ephemeral storage: the kubelet's and the "

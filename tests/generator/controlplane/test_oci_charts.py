@@ -69,7 +69,7 @@ def fake_helm(tmp_path, monkeypatch, reg):
     """A helm whose `package` writes NAME-VERSION.tgz and whose `push` records the archive's chart in `reg.held`."""
     calls: list[list[str]] = []
 
-    def run(argv, env, capture_output, text):
+    def run(argv, env, **_options):
         import subprocess
 
         calls.append(argv)

@@ -10,7 +10,6 @@ from pathlib import Path
 from generator import paths
 
 GENERATOR = paths.ROOT / "generator"
-BACKENDS = GENERATOR / "local" / "backends"
 CHOOSER = GENERATOR / "cli" / "run.py"
 # Attributes only one backend's objects carry: its network, and a replica's container spec (a kind's
 # own `container` is its training container's name, which kinds/ reads).
