@@ -87,6 +87,12 @@ node_option = click.option("--node", "_node", metavar="real", callback=_node_fla
 @click.option("--gpus", type=click.IntRange(min=0), default=0, show_default=True,
               help="nvidia.com/gpu the node advertises in its capacity, so GPU jobs schedule; their pods get no "
                    "device and train on the CPU (the trainer with --backend gloo).")
+@click.option("--nodes", "count", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="How many nodes, each its own kubelet, containerd and kube-proxy in a network namespace of its "
+                   "own, every one with --cpu, --memory and --gpus; the cluster's controllers run on the first.")
+@click.option("--node-grace-period", "grace", type=click.IntRange(min=10), metavar="SECONDS",
+              help="Seconds a node may stop answering before Kubernetes marks it NotReady (node-monitor-grace-period; "
+                   "default Kubernetes' 50): shorten it to rehearse a node's loss (`cluster node kill`).")
 @image_option
 @click.option("--pod-security", type=click.Choice(["privileged", "baseline", "restricted"]), default="baseline",
               show_default=True, help="The Pod Security Standard enforced in namespaces that set none by label "
@@ -104,8 +110,8 @@ node_option = click.option("--node", "_node", metavar="real", callback=_node_fla
               help="The ClusterQueue's quota instead of the node's, as cpu=3,memory=8Gi,nvidia.com/gpu=1 (each one "
                    "given replaces the node's); `none` creates no queues.")
 @dir_option
-def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator, trainer, kueue, kueue_quota,
-       directory) -> None:
+def up(values_file, timeout, cpu, memory, gpus, count, grace, aliases, pod_security, operator, trainer, kueue,
+       kueue_quota, directory) -> None:
     """Start the control plane and its node (the kubelet, containerd, runc and kube-proxy: root,
     writable cgroups, runc, iptables and the CNI plugins, installed from Debian's packages when
     missing), install the operator chart; print `export KUBECONFIG=...`.
@@ -132,7 +138,7 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
     if kueue_quota and not kueue:
         raise click.UsageError("--kueue-quota sizes Kueue's ClusterQueue: add --kueue")
     layout = _layout(directory)
-    node = NodeOptions(cpu, memory, gpus, dict(aliases), pod_security)
+    node = NodeOptions(cpu, memory, gpus, dict(aliases), pod_security, count, grace)
     support.system_reserved(node, support.Capacity.read())  # refused before anything starts
     if lifecycle.running(layout) is None:
         lifecycle.check_machine(layout, _say)
@@ -146,7 +152,8 @@ def up(values_file, timeout, cpu, memory, gpus, aliases, pod_security, operator,
         installed += f", Trainer release {state.trainer.release} in namespace {state.trainer.namespace}"
     if state.kueue:
         installed += f", Kueue release {state.kueue.release} in namespace {state.kueue.namespace}"
-    click.echo(f"cluster ready: {state.server}, node {state.node} ({installed}); "
+    nodes = f"node {state.node}" if len(state.nodes) < 2 else f"nodes {', '.join(state.nodes)}"
+    click.echo(f"cluster ready: {state.server}, {nodes} ({installed}); "
                f"kubectl is {build.binary('kubectl')}", err=True)
     click.echo(f"export KUBECONFIG={state.kubeconfig}")
 
@@ -171,9 +178,79 @@ def status(fmt, directory) -> None:
         click.echo(f"node: {report['node']} ({support.RUNS})")
     for p in report["processes"]:
         click.echo(f"{p['name']:<26}{p['pid']:>8}  {'running' if p['running'] else 'stopped':<8}  {p['log']}")
+    if len(report["nodes"]) > 1 or any(n["phase"] != "ready" for n in report["nodes"]):
+        _node_lines(report["nodes"])
     for pod in report["pods"]:
         state = f"{pod['phase']}{', ready' if pod['ready'] else ''}"
         click.echo(f"pod {pod['namespace']}/{pod['name']}  {state}  (release {pod['release']})")
+
+
+def _node_lines(nodes: list[dict]) -> None:
+    for n in nodes:
+        seen = {"True": "Ready", "False": "NotReady", "Unknown": "Unknown", None: "no Node"}[n["condition"]]
+        pids = ", ".join(f"{k} {v}" for k, v in n["processes"].items()) or "no processes"
+        click.echo(f"node {n['name']}: {n['phase']} since {n['since']}, {seen} to the API server ({pids})")
+
+
+@command.group("node")
+def node_group() -> None:
+    """The cluster's nodes: list them, kill one (its power pulled) and start it again, to rehearse
+    a node's loss."""
+
+
+def _running(directory):
+    from generator.controlplane import lifecycle
+
+    layout = _layout(directory)
+    current = lifecycle.running(layout)
+    if current is None:
+        from generator.errors import UserError
+
+        raise UserError(f"no cluster runs in {layout.root}; start one with `python -m generator cluster up "
+                                   f"--nodes 3 --dir {layout.root}`")
+    return layout, current
+
+
+@node_group.command("list")
+@format_option
+@dir_option
+def node_list(fmt, directory) -> None:
+    """Each node: its phase here (starting, ready, killed) and since when, its Ready condition as
+    the API server has it, and its processes."""
+    from generator.controlplane import lifecycle
+
+    layout, current = _running(directory)
+    nodes = lifecycle.nodes(layout, current)
+    if fmt == "json":
+        emit(json.dumps(nodes, indent=2) + "\n", None)
+        return
+    _node_lines(nodes)
+
+
+@node_group.command("kill")
+@click.argument("name")
+@dir_option
+def node_kill(name, directory) -> None:
+    """Pull NAME's power: its kubelet, containerd, shims, kube-proxy and containers killed at once,
+    its network down, only its folder left. Its pods stay bound to it until Kubernetes evicts them."""
+    from generator.controlplane import requests
+
+    layout, _ = _running(directory)
+    click.echo(requests.ask(layout, "kill", name, 60))
+
+
+@node_group.command("start")
+@click.argument("name")
+@click.option("--timeout", type=click.IntRange(min=10), default=300, show_default=True,
+              help="Seconds to wait for the node to be Ready again.")
+@dir_option
+def node_start(name, timeout, directory) -> None:
+    """Boot a killed node again from its folder: its kubelet registers (anew, if its Node was deleted)
+    and ends the pods it held, so their controllers replace them."""
+    from generator.controlplane import requests
+
+    layout, _ = _running(directory)
+    click.echo(requests.ask(layout, "start", name, timeout))
 
 
 @command.command("down")

@@ -101,11 +101,17 @@ def kube_scheduler(sup: Supervisor) -> None:
 
 
 def node(sup: Supervisor) -> None:
-    # What the node is started with, kept for `cluster up` on a running cluster.
+    # What the nodes are started with, kept for `cluster up` on a running cluster.
     sup.save(node_options=sup.config.node)
     from generator.controlplane.realnode import node as real_node
 
     real_node.start(sup)
+
+
+def more_nodes(sup: Supervisor) -> None:
+    from generator.controlplane.realnode import node as real_node
+
+    real_node.more_nodes(sup)
 
 
 def default_storage(sup: Supervisor) -> None:
@@ -155,7 +161,7 @@ def kueue_release(sup: Supervisor) -> None:
 def releases_ready(sup: Supervisor) -> None:
     """Each installed release ready, one after the other, all within what `cluster up --timeout`
     leaves the bring-up (the supervisor's deadline, Supervisor.end)."""
-    kubelet = sup.children["kubelet"]
+    kubelet = sup.first_kubelet()
     installed = sup.state.operator
     if installed:
         base.wait_ready(sup.layout, operator.RELEASE.with_deployment(installed.namespace, installed.deployment),
@@ -169,8 +175,11 @@ def kueue_queues(sup: Supervisor) -> None:
     """The ResourceFlavor, ClusterQueue and LocalQueue a job's `kueue.queueName` names, once Kueue's
     webhooks (which judge them) answer."""
     if sup.kueue_quota is not None:
-        kueue.create_queues(sup.layout, sup.config.node_name, sup.kueue_quota, sup.end)
+        kueue.create_queues(sup.layout, sup.config.node_names, sup.kueue_quota, sup.end)
 
+
+# What a node runs (each node its own, known as PROGRAM@NODE), in the order a node starts them.
+NODE_PROCESSES = ("containerd", "kubelet", "kube-proxy")
 
 # Written in no particular order: the order is derived from `after` alone (steps ready together go
 # by name), so where a step is written here never changes when it runs.
@@ -184,7 +193,10 @@ STEPS = (
          starts=("kube-controller-manager",)),
     Step("kube-scheduler", kube_scheduler, after=("kube-apiserver",), starts=("kube-scheduler",)),
     # The real node pulls its pods' images from the machine's registry.
-    Step("node", node, after=("image registry", "kube-apiserver"), starts=("containerd", "coredns", "kubelet", "kube-proxy")),
+    Step("node", node, after=("image registry", "kube-apiserver"), starts=("coredns", *NODE_PROCESSES)),
+    # The other nodes (`cluster up --nodes`) once the releases run on the first: the cluster's controllers
+    # stay there, and a rehearsed loss of another node takes only jobs' pods with it.
+    Step("more nodes", more_nodes, after=("node", "releases ready"), starts=NODE_PROCESSES),
     # Its volumes are the node's folders, bound by the controller-manager's PV controller.
     Step("default storage", default_storage, after=("kube-controller-manager", "node")),
     Step("default service account", default_service_account, after=("kube-controller-manager", "node")),
@@ -195,7 +207,7 @@ STEPS = (
     Step("kueue release", kueue_release, after=("kube-controller-manager", "kube-scheduler", "node",
                                                 "operator release", "trainer release")),
     Step("releases ready", releases_ready, after=("node", "operator release", "trainer release", "kueue release")),
-    Step("kueue queues", kueue_queues, after=("releases ready",)),  # Kueue's webhooks judge them
+    Step("kueue queues", kueue_queues, after=("releases ready", "more nodes")),  # Kueue's webhooks judge them
 )
 
 
@@ -255,10 +267,11 @@ def _check_acyclic(declared: list[Step]) -> None:
 
 def stop_order(declared: Iterable[Step] = STEPS) -> list[str]:
     """The processes the steps start, last started first: each stops before what it depends on."""
-    return [name for step in reversed(ordered(declared, declared)) for name in reversed(step.starts)]
+    names = [name for step in reversed(ordered(declared, declared)) for name in reversed(step.starts)]
+    return list(dict.fromkeys(names))
 
 
-def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = False) -> list[Step]:
+def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = False, nodes: int = 1) -> list[Step]:
     """`cluster up --no-operator` leaves out the operator's release (the user installs it with
     helm), and only `--trainer` installs Kubeflow Trainer's, only `--kueue` Kueue's."""
     left_out = set() if with_operator else {operator_release}
@@ -268,4 +281,6 @@ def steps(with_operator: bool, with_trainer: bool = False, with_kueue: bool = Fa
         left_out |= {kueue_release, kueue_queues}
     if not (with_operator or with_trainer or with_kueue):
         left_out.add(releases_ready)
+    if nodes < 2:
+        left_out.add(more_nodes)
     return ordered(s for s in STEPS if s.run not in left_out)

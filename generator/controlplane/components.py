@@ -42,6 +42,13 @@ class ControlPlane:
     node: NodeOptions
 
     @property
+    def node_names(self) -> tuple[str, ...]:
+        """Every node's name, the first `node_name` (`cluster up --nodes`)."""
+        from generator.controlplane.realnode import node_names
+
+        return node_names(self.node_name, self.node.count)
+
+    @property
     def server(self) -> str:
         return f"https://{self.address}:{self.ports.apiserver}"
 
@@ -98,7 +105,7 @@ def certificates(cfg: ControlPlane) -> list[Certificate]:
         Certificate(serving_stem(cfg), "kube-apiserver", server=True, ips=(*pki.API_IPS, cfg.address)),
         Certificate("admin", "pytorchjob-kit-admin", org="system:masters"),
         Certificate("apiserver-kubelet-client", APISERVER_KUBELET_CLIENT, org="system:masters"),
-        Certificate(f"kubelet-{cfg.node_name}", NODE_USER.format(cfg.node_name), org=NODE_GROUP),
+        *(Certificate(f"kubelet-{name}", NODE_USER.format(name), org=NODE_GROUP) for name in cfg.node_names),
         *(Certificate(name, user) for name, user in CLIENTS.items()),
         Certificate(ETCD_SERVER, "etcd", server=True, ips=("127.0.0.1",), also_client=True),
         Certificate(ETCD_CLIENT, "kube-apiserver-etcd-client"),
@@ -200,6 +207,7 @@ def kube_controller_manager(cfg: ControlPlane) -> Component:
         f"--service-account-private-key-file={sa_private}", f"--root-ca-file={cfg.ca}",
         "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_RANGE}",
         "--leader-elect=false",
+        *([f"--node-monitor-grace-period={cfg.node.grace}s"] if cfg.node.grace else []),
     ], files=files)
 
 

@@ -100,7 +100,8 @@ def _again(layout: Layout, current: ClusterState, node: NodeOptions, releases: R
         shown = lambda value: "unset" if value is None else value  # noqa: E731
         changed = [f"{flag} {shown(asked)} (it runs with {shown(had)})" for flag, asked, had in (
             ("--cpu", node.cpu, started.cpu), ("--memory", node.memory, started.memory),
-            ("--gpus", node.gpus, started.gpus), ("--pod-security", node.pod_security, started.pod_security))
+            ("--gpus", node.gpus, started.gpus), ("--pod-security", node.pod_security, started.pod_security),
+            ("--nodes", node.count, started.count), ("--node-grace-period", node.grace, started.grace))
             if asked != had]
         if changed:
             raise UserError(f"the cluster in {layout.root} runs already, and its node was started otherwise: "
@@ -243,8 +244,37 @@ def status(layout: Layout) -> dict:
     for name, info in (current.processes if current else {}).items():
         report["processes"].append({"name": name, "pid": info.pid, "running": alive and processes.pid_alive(info.pid),
                                     "log": info.log})
+    report["nodes"] = nodes(layout, current) if alive else []
     report["pods"] = _release_pods(layout, current) if alive else []
     return report
+
+
+def nodes(layout: Layout, current: ClusterState) -> list[dict]:
+    """Each node as its supervisor runs it (phase, since when, its processes' pids while they run)
+    and as the API server sees it (`condition`: the Node's Ready condition, True, False or Unknown;
+    None when it cannot be asked or the Node is gone)."""
+    seen = _node_conditions(layout)
+    out = []
+    for name, node in current.nodes.items():
+        own = {key.split("@", 1)[0]: info.pid for key, info in current.processes.items()
+               if key.endswith(f"@{name}") and node.phase != "killed"}
+        out.append({"name": name, "phase": node.phase, "since": node.since, "ready": seen.get(name) == "True",
+                    "condition": seen.get(name), "processes": own})
+    return out
+
+
+def _node_conditions(layout: Layout) -> dict[str, str]:
+    """Each Node's Ready status as the API server has it (True, False, Unknown)."""
+    from kubernetes import client
+
+    from generator.controlplane.admin import admin_client
+
+    try:
+        listed = client.CoreV1Api(admin_client(layout)).list_node(_request_timeout=10).items
+    except Exception:  # a cluster coming up or going down: the supervisor's phases say what runs
+        return {}
+    return {n.metadata.name: next((c.status for c in n.status.conditions or [] if c.type == "Ready"), "Unknown")
+            for n in listed}
 
 
 def _release_pods(layout: Layout, current: ClusterState) -> list[dict]:

@@ -2,10 +2,12 @@
 supervisor's life (they get SIGTERM if it dies), and stopped in order."""
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +56,19 @@ class Child:
             return ""
 
 
+# The kernel sends a child its parent-death signal when the *thread* that forked it ends: children
+# started from a short-lived thread (nodes booting side by side) are forked by this one, which lives
+# as long as the supervisor.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+
 def start(name: str, argv: list[str], logs: Path, env: dict | None = None, cwd: Path | None = None) -> Child:
+    if threading.current_thread() is not threading.main_thread():
+        return _SPAWNER.submit(_start, name, argv, logs, env, cwd).result()
+    return _start(name, argv, logs, env, cwd)
+
+
+def _start(name: str, argv: list[str], logs: Path, env: dict | None, cwd: Path | None) -> Child:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{name}.log"
     with open(log, "ab") as handle:

@@ -18,7 +18,8 @@ from generator.errors import UserError
 # Version 5 added node_options: an older file is refused with the way out (`cluster down`) rather than
 # read as a node with no images, which would let `cluster up --image` pass a mapping the node lacks.
 # Version 6 dropped the node's kind (one node kind is left: the kubelet with containerd and runc).
-VERSION = 6
+# Version 7 added several nodes (node_options.count, nodes) and the node grace period.
+VERSION = 7
 LIVE_PHASES = ("starting", "ready", "degraded")
 
 
@@ -37,6 +38,10 @@ class NodeOptions:
     images: dict[str, str] = field(default_factory=dict)
     # The Pod Security Standard enforced in every namespace that does not choose its own by label.
     pod_security: str = "baseline"
+    count: int = 1  # how many nodes (`cluster up --nodes`), each with these options
+    # Seconds a node may stop answering before it is NotReady (node-monitor-grace-period); None:
+    # Kubernetes' own (50 s). Short only for rehearsing a node's loss.
+    grace: int | None = None
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -49,8 +54,9 @@ class NodeOptions:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"--node {text!r} is not the node options' JSON ({exc}); the supervisor writes it, "
                              "start the node with `python -m generator cluster up`") from None
-        if not isinstance(options.gpus, int) or not isinstance(options.images, dict):
-            raise ValueError(f"--node {text!r}: gpus must be an integer and images an object")
+        if not isinstance(options.gpus, int) or not isinstance(options.images, dict) \
+                or not isinstance(options.count, int) or not isinstance(options.grace, (int, type(None))):
+            raise ValueError(f"--node {text!r}: gpus, count and grace must be integers and images an object")
         return options
 
 
@@ -69,6 +75,17 @@ class InstalledRelease:
     chart: str = ""  # where helm installed it from: a folder, or oci://HOST/charts/NAME
 
 
+NODE_PHASES = ("starting", "ready", "killed")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as its supervisor runs it: starting, ready, or killed (`cluster node kill`, which
+    pulls its power: its processes and containers gone, its folder kept), and since when (UTC)."""
+    phase: str
+    since: str
+
+
 @dataclass
 class ClusterState:
     phase: str = "starting"  # starting, ready, degraded, failed, stopped
@@ -77,7 +94,8 @@ class ClusterState:
     step: str | None = None  # the bring-up step under way, or the last one
     server: str | None = None
     kubeconfig: str | None = None
-    node: str | None = None
+    node: str | None = None  # the first node's name
+    nodes: dict[str, NodeState] = field(default_factory=dict)  # every node, by name, in order
     node_options: NodeOptions | None = None  # what the node was started with (its images are fixed then)
     operator: InstalledRelease | None = None
     trainer: InstalledRelease | None = None  # Kubeflow Trainer's release (`cluster up --trainer`)
@@ -107,12 +125,14 @@ class ClusterState:
             network = raw.pop("pod_network", None)
             node_options = raw.pop("node_options", None)
             children = raw.pop("processes", None) or {}
+            nodes = raw.pop("nodes", None) or {}
             return cls(**raw, operator=InstalledRelease(**operator) if operator else None,
                        trainer=InstalledRelease(**trainer) if trainer else None,
                        kueue=InstalledRelease(**kueue) if kueue else None,
                        pod_network=PodNetwork(**network) if network else None,
                        node_options=NodeOptions(**node_options) if node_options else None,
-                       processes={name: Process(**info) for name, info in children.items()})
+                       processes={name: Process(**info) for name, info in children.items()},
+                       nodes={name: NodeState(**info) for name, info in nodes.items()})
         except TypeError as exc:
             raise ValueError(str(exc)) from None
 

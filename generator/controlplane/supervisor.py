@@ -19,10 +19,10 @@ import traceback
 from pathlib import Path
 
 from generator import trusted
-from generator.controlplane import bringup, components, firewall, network, processes, state
+from generator.controlplane import bringup, components, firewall, network, processes, requests, state
 from generator.controlplane.layout import Layout
 from generator.controlplane.releases import kueue
-from generator.controlplane.state import ClusterState, NodeOptions, Process
+from generator.controlplane.state import ClusterState, NodeOptions, NodeState, Process
 
 
 class Supervisor:
@@ -43,6 +43,9 @@ class Supervisor:
         self.network: network.PodNetwork | None = None
         self.config: components.ControlPlane | None = None  # chosen by the certificates step
         self.step: bringup.Step | None = None  # the bring-up step under way
+        self.real_nodes: dict = {}  # name -> realnode.config.RealNode, in order (the node step describes them)
+        self.gpu_keepers: set[str] = set()  # the nodes whose GPUs a keeper thread puts back
+        self._lock = threading.RLock()  # the other nodes boot side by side
 
     def left(self) -> float:
         """Seconds the bring-up has left of `cluster up`'s timeout."""
@@ -50,22 +53,40 @@ class Supervisor:
 
     # --- state -------------------------------------------------------------------------------
     def save(self, **changes) -> None:
-        for name, value in changes.items():
-            setattr(self.state, name, value)
-        self.state.processes = {n: Process(c.pid, str(c.log)) for n, c in self.children.items()}
-        state.save(self.layout.state_file, self.state)
+        with self._lock:
+            for name, value in changes.items():
+                setattr(self.state, name, value)
+            self.state.processes = {n: Process(c.pid, str(c.log)) for n, c in self.children.items()}
+            state.save(self.layout.state_file, self.state)
 
-    def start(self, component: components.Component) -> processes.Child:
+    def save_node(self, name: str, phase: str) -> None:
+        with self._lock:
+            nodes = {n: self.state.nodes.get(n) for n in self.real_nodes}
+            nodes[name] = NodeState(phase, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self.save(nodes={n: s for n, s in nodes.items() if s is not None})
+
+    def start(self, component: components.Component, node: str | None = None) -> processes.Child:
+        """Start a component (one of `node`'s, keyed `NAME@NODE`) and record it."""
         # A process its step does not declare would be missing from the stop order, and left running.
-        if self.step is None or component.name not in self.step.starts:
+        declared = self.step.starts if self.step else bringup.NODE_PROCESSES if node else ()
+        if component.name not in declared:
             where = f"bring-up step {self.step.name!r}" if self.step else "no bring-up step"
             raise RuntimeError(f"{where} starts {component.name!r}, which it does not declare in its `starts`")
         components.write_files(component)
         env = {**os.environ, **component.env} if component.env else None
-        child = processes.start(component.name, component.argv, self.layout.logs, env)
-        self.children[component.name] = child
+        key = node_key(component.name, node)
+        child = processes.start(key, component.argv, self.layout.logs, env)
+        with self._lock:
+            self.children[key] = child
         self.save()
         return child
+
+    def node_children(self, node: str) -> dict[str, processes.Child]:
+        """The node's processes, by program (kubelet, containerd, kube-proxy)."""
+        return {k.split("@", 1)[0]: c for k, c in self.children.items() if k.endswith(f"@{node}")}
+
+    def first_kubelet(self) -> processes.Child:
+        return self.node_children(next(iter(self.real_nodes)))["kubelet"]
 
     # --- the control plane -------------------------------------------------------------------
     def run(self) -> int:
@@ -79,10 +100,13 @@ class Supervisor:
             traceback.print_exc()
             self.stop()
             return 1
+        self.step = None
         self.save(phase="ready")
         print("cluster ready", flush=True)
-        while not self.stopping.wait(1.0):
-            dead = [n for n, c in self.children.items() if not c.alive()]
+        while not self.stopping.wait(0.25):
+            requests.serve(self)
+            killed = {n for n, s in self.state.nodes.items() if s.phase == "killed"}
+            dead = [n for n, c in self.children.items() if not c.alive() and n.partition("@")[2] not in killed]
             if dead and self.state.phase == "ready":
                 self.save(phase="degraded", error=", ".join(
                     f"{n} exited with {self.children[n].proc.returncode} (log {self.children[n].log})" for n in dead))
@@ -91,7 +115,7 @@ class Supervisor:
 
     def _bring_up(self) -> None:
         steps = bringup.steps(with_operator=self.operator_values is not None, with_trainer=self.trainer,
-                              with_kueue=self.kueue)
+                              with_kueue=self.kueue, nodes=self.node.count)
         for number, step in enumerate(steps, 1):
             print(f"step {number}/{len(steps)}: {step.name}", flush=True)
             self.step = step
@@ -101,12 +125,12 @@ class Supervisor:
     def stop(self) -> None:
         self.stopping.set()
         for name in bringup.stop_order():
-            child = self.children.get(name)
-            if name == "containerd" and child is not None and child.alive():  # the node's containers end first
+            mine = [(k, c) for k, c in self.children.items() if k.split("@", 1)[0] == name]
+            if name == "containerd":  # every node's containers end first, side by side
                 from generator.controlplane.realnode import node as real_node
 
-                real_node.stop_containers(self.layout)
-            if child is not None:
+                real_node.stop_containers([self.real_nodes[k.partition("@")[2]].folders for k, c in mine if c.alive()])
+            for _, child in mine:
                 child.stop(grace=30 if name == "kubelet" else 10)
         # The node's containers, mounts, cgroups and the kernel settings it changed.
         from generator.controlplane.realnode import host
@@ -118,6 +142,11 @@ class Supervisor:
             self.network.delete()
             firewall.open_(self.network.bridge)
         self.save(phase="stopped")
+
+
+def node_key(program: str, node: str | None) -> str:
+    """A node's process is known as PROGRAM@NODE (its log: logs/PROGRAM@NODE.log)."""
+    return f"{program}@{node}" if node else program
 
 
 def _short(exc: Exception) -> str:

@@ -123,11 +123,14 @@ def _real_node_teardown(layout: Layout, warn=_warn) -> list[str]:
     """What a real node left on the machine (a supervisor killed before it could stop it)."""
     from generator.controlplane.realnode import config, host
 
-    node = config.Folders.of(layout).root
-    if node.is_symlink():
+    from generator.controlplane.realnode import folder_name, netns
+
+    linked = [p for p in (layout.root / folder_name(i) for i in range(netns.MAX_NODES)) if p.is_symlink()]
+    for node in linked:
         warn(f"{node} is a symbolic link, which no cluster makes: left alone, and nothing done through it")
+    if linked:
         return []
-    if not node.is_dir():
+    if not config.Folders.every(layout):
         return []
     done, problems = host.teardown(layout.root)
     for problem in problems:

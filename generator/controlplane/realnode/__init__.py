@@ -19,3 +19,14 @@ def node_name() -> str:
     raw = socket.gethostname().lower()
     name = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in raw).strip("-.")
     return name[:63] or "localhost"
+
+
+def node_names(first: str, count: int) -> tuple[str, ...]:
+    """The cluster's nodes: the first under `first`, the others after it as `FIRST-node2`, ... (stable
+    across restarts, as kind names its workers)."""
+    return (first, *(f"{first[:56].rstrip('-.')}-node{i + 1}" for i in range(1, count)))
+
+
+def folder_name(index: int) -> str:
+    """The node's folder in the cluster's: `node` for the first, `node2`, ... for the others."""
+    return "node" + (f"{index + 1}" if index else "")

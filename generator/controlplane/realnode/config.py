@@ -13,7 +13,7 @@ import yaml
 
 from generator.controlplane import build, components, pins, pki
 from generator.controlplane.layout import Layout
-from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, cgroups, dns, netns, packaged, support
+from generator.controlplane.realnode import NODE_LABEL, NODE_LABEL_VALUE, cgroups, dns, folder_name, netns, packaged, support
 from generator.controlplane.realnode.containerd import containerd_config, registry_hosts
 from generator.controlplane.realnode.netns import NodeNetwork
 
@@ -29,8 +29,15 @@ class Folders:
     root: Path
 
     @classmethod
-    def of(cls, layout: Layout) -> Folders:
-        return cls(layout.root / "node")
+    def of(cls, layout: Layout, index: int = 0) -> Folders:
+        return cls(layout.root / folder_name(index))
+
+    @classmethod
+    def every(cls, layout: Layout) -> list[Folders]:
+        """Every node folder the cluster's holds (found, not counted: a killed run's count is not known);
+        never one reached through a link, which no cluster makes."""
+        found = [layout.root / folder_name(i) for i in range(netns.MAX_NODES)]
+        return [cls(p) for p in found if p.is_dir() and not p.is_symlink()]
 
     @property
     def containerd(self) -> Path:
@@ -111,6 +118,7 @@ class RealNode:
     mirror: Mirror | None = None
     # What the kubelet keeps from the pods, so that the node's allocatable is `cluster up --cpu/--memory`.
     reserved: tuple[tuple[str, str], ...] = ()
+    index: int = 0  # which of the cluster's nodes
 
     @property
     def layout(self) -> Layout:
@@ -118,11 +126,11 @@ class RealNode:
 
     @property
     def folders(self) -> Folders:
-        return Folders.of(self.layout)
+        return Folders.of(self.layout, self.index)
 
     @property
     def name(self) -> str:
-        return self.control_plane.node_name
+        return self.control_plane.node_names[self.index]
 
     @property
     def address(self) -> str:
@@ -130,12 +138,14 @@ class RealNode:
 
     @property
     def network(self) -> NodeNetwork:
-        return NodeNetwork(self.control_plane.bridge, self.control_plane.pod_cidr)
+        return NodeNetwork(self.control_plane.bridge, self.control_plane.pod_cidr, self.index,
+                           len(self.control_plane.node_names))
 
     @property
     def cgroup_root(self) -> str:
-        """The cluster's own cgroup in every hierarchy: `cluster down` kills and removes it whole."""
-        return cgroups.cluster_name(self.layout.root)
+        """The node's cgroup, inside the cluster's own in every hierarchy: `cluster node kill` kills
+        the node's whole, `cluster down` the cluster's."""
+        return f"{cgroups.cluster_name(self.layout.root)}/{folder_name(self.index)}"
 
     @property
     def serving_stem(self) -> str:
@@ -145,6 +155,15 @@ class RealNode:
     def client_stem(self) -> str:
         """The kubelet's client certificate: the certificates step issues it for the node's name."""
         return f"kubelet-{self.name}"
+
+
+# In the environment of each of a node's processes (containerd's shims inherit it): `cluster node kill`
+# finds them all by it, and nothing of another node.
+NODE_MARKER = "PYTORCHJOB_KIT_NODE"
+
+
+def marker(node: RealNode) -> dict[str, str]:
+    return {NODE_MARKER: str(node.folders.root)}
 
 
 def check_sockets(folders: Folders) -> None:
@@ -219,14 +238,23 @@ def kubelet_config(node: RealNode) -> str:
         # A disk shared with others is never this node's reason to evict.
         "evictionHard": {"memory.available": support.EVICTION_MEMORY, "nodefs.available": "1%", "imagefs.available": "1%"},
         **({"systemReserved": dict(node.reserved)} if node.reserved else {}),
+        **lease(node.control_plane.node.grace),
         "registerNode": True,
     }, sort_keys=False)
+
+
+def lease(grace: int | None) -> dict:
+    """The node's heartbeat for a shortened grace period: the kubelet renews its Lease every quarter
+    of its duration, so a grace of G seconds sees about four renewals before it runs out (Kubernetes'
+    own 40 s lease renews every 10 s, too seldom for a grace under 20 s)."""
+    return {"nodeLeaseDurationSeconds": max(4, grace * 4 // 5)} if grace else {}
 
 
 def containerd(node: RealNode) -> components.Component:
     return components.Component("containerd", [str(build.binary("containerd")), "--config", str(node.folders.containerd_config)],
                                 # The shim is found next to containerd, on PATH.
-                                env={"PATH": f"{build.binary('containerd').parent}:/usr/sbin:/usr/bin:/sbin:/bin"},
+                                env={"PATH": f"{build.binary('containerd').parent}:/usr/sbin:/usr/bin:/sbin:/bin",
+                                     **marker(node)},
                                 files={node.folders.containerd_config: containerd_config(node),
                                        node.folders.cni_conf / CNI_CONFLIST: cni_conflist(node),
                                        **registry_hosts(node)})
@@ -234,13 +262,13 @@ def containerd(node: RealNode) -> components.Component:
 
 def kubelet(node: RealNode) -> components.Component:
     cp = node.control_plane
-    kubeconfig = cp.layout.component_kubeconfig("kubelet")
+    kubeconfig = cp.layout.component_kubeconfig(f"kubelet-{node.name}")  # each node its own identity
     f = node.folders
     return components.Component("kubelet", [
         str(build.binary(pins.KUBELET)), f"--config={f.kubelet_config}", f"--kubeconfig={kubeconfig}",
         f"--root-dir={f.kubelet}", f"--cert-dir={f.kubelet / 'pki'}", f"--hostname-override={node.name}",
         f"--node-ip={node.address}", f"--node-labels={NODE_LABEL}={NODE_LABEL_VALUE}",
-    ], files={f.kubelet_config: kubelet_config(node),
+    ], env=marker(node), files={f.kubelet_config: kubelet_config(node),
               kubeconfig: components.kubeconfig(cp.server, cp.ca, *cp.cert(node.client_stem))})
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from generator.controlplane import network
 from generator.controlplane.layout import Layout, started_by
-from generator.controlplane.realnode import cgroups, kernel, netns
-from generator.controlplane.realnode.config import Folders
+from generator.controlplane.realnode import cgroups, folder_name, kernel, netns
+from generator.controlplane.realnode.config import NODE_MARKER, Folders
 
 CNI_RESULTS = Path("/var/lib/cni/results")  # libcni's cache of each attachment, the machine's one
 # A shim's socket is the machine's, whatever containerd's state: named for the sha256 of containerd's address,
@@ -39,21 +39,23 @@ def hierarchies() -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def cgroup_folders(root: Path) -> list[Path]:
+def cgroup_folders(root: Path, index: int | None = None) -> list[Path]:
+    """The cluster's cgroup in each hierarchy, or one node's inside it."""
     name = cgroups.cluster_name(root)
-    return [h / name for h in hierarchies()]
+    return [h / name / (folder_name(index) if index is not None else "") for h in hierarchies()]
 
 
-def make_cgroup_root(root: Path) -> list[Path]:
-    """The cluster's cgroup in each hierarchy: the kubelet refuses a cgroupRoot missing from one. A
-    new cpuset cgroup has no CPUs or memory nodes until given its parent's."""
+def make_cgroup_root(root: Path, index: int = 0) -> list[Path]:
+    """The node's cgroup, in the cluster's, in each hierarchy: the kubelet refuses a cgroupRoot
+    missing from one. A new cpuset cgroup has no CPUs or memory nodes until given its parent's."""
     made = []
-    for folder in cgroup_folders(root):
-        folder.mkdir(exist_ok=True)
-        for name in ("cpuset.cpus", "cpuset.mems"):
-            own, parent = folder / name, folder.parent / name
-            if own.exists() and parent.exists() and not own.read_text().strip():
-                own.write_text(parent.read_text().strip())
+    for folder in cgroup_folders(root, index):
+        for level in (folder.parent, folder):
+            level.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                own, parent = level / name, level.parent / name
+                if own.exists() and parent.exists() and not own.read_text().strip():
+                    own.write_text(parent.read_text().strip())
         made.append(folder)
     return made
 
@@ -115,6 +117,33 @@ def _marked(root: Path) -> list[int]:
             if e.name.isdigit() and int(e.name) not in me and started_by(int(e.name), root)]
 
 
+def _of_node(pid: int, folders: Folders) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{NODE_MARKER}={folders.root}".encode() in environ
+
+
+def power_cut(root: Path, index: int) -> list[int]:
+    """One node gone at once, as when its machine loses power: every process of it (its containers,
+    containerd, the shims, the kubelet and kube-proxy) stopped first, so none sees the others go and
+    reacts, then killed; its folder is all that is left. The pids killed."""
+    folders = Folders.of(Layout(root), index)
+    groups = cgroup_folders(root, index)
+    victims = sorted({*(p for g in groups for p in cgroups.pids(g)), *(p for p in _marked(root) if _of_node(p, folders))})
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    for group in groups:  # what forked before it was stopped
+        cgroups.kill_tree(group)
+    _wait_gone(victims)
+    return victims
+
+
 def _kill_node_processes(root: Path) -> list[int]:
     """containerd, its shims, the kubelet and CoreDNS: they carry the cluster's marker (a shim inherits
     containerd's environment), and are told apart from the rest of the cluster by their program."""
@@ -151,33 +180,21 @@ def remove_container_log_links(folders: Folders, links: Path = CONTAINER_LOG_LIN
     return len(own)
 
 
-def teardown(root: Path) -> tuple[list[str], list[str]]:
-    """Undo everything the real node did on the machine for the cluster in `root`: its containers
-    and its node processes killed, its mounts detached, its cgroups, network namespaces and CNI
-    state removed, the kernel settings put back. (what was done, what could not be)."""
-    folders = Folders.of(Layout(root))
+def clean_node(folders: Folders) -> tuple[list[str], list[str]]:
+    """What a node's killed processes left on the machine: its mounts, the CNI plugins' and the
+    shims' state for its sandboxes, its log links and its run-time folders (its images and the
+    kubelet's folder stay, as a machine's disk does). (what was done, what could not be)."""
     done, problems = [], []
-    containers = _kill_cgroups(root)
-    if containers:
-        done.append(f"{len(containers)} container processes (killed)")
-    node = _kill_node_processes(root)
-    if node:
-        done.append(f"{len(node)} node processes: containerd, shims, kubelet, CoreDNS, kube-proxy (killed)")
-    _wait_gone(containers + node)
     count, failed = unmount_all(folders.root)
     if count:
         done.append(f"{count} mounts under {folders.root} (unmounted)")
     problems += [f"mount {f} not unmounted" for f in failed]
-    left = _remove_cgroups(root)
-    problems += [f"cgroup {p} not removed (busy)" for p in left]
-    if netns.remove(network.bridge_name(root)):
-        done.append(f"the node's network namespace {netns.name(network.bridge_name(root))} (removed)")
     # libcni caches each attachment machine-wide as <network>-<sandbox>-<interface>: the bridge's under the
     # cluster's network name, the loopback's under containerd's own, by sandbox.
     sandboxes = [p.name for p in (folders.containerd / "root" / "io.containerd.grpc.v1.cri" / "sandboxes").glob("*")]
     if CNI_RESULTS.is_dir():
         for result in CNI_RESULTS.iterdir():
-            if result.name.startswith(f"{network.bridge_name(root)}-") or any(f"-{s}-" in result.name for s in sandboxes):
+            if any(f"-{s}-" in result.name for s in sandboxes):
                 result.unlink(missing_ok=True)
     for sandbox in sandboxes:  # a killed shim leaves its socket behind
         for path in (f"{folders.socket}/k8s.io/{sandbox}", f"{folders.socket}/k8s.io/{sandbox}/debug"):
@@ -186,6 +203,32 @@ def teardown(root: Path) -> tuple[list[str], list[str]]:
     for state in (folders.ipam, folders.containerd / "state"):
         if state.exists():
             shutil.rmtree(state, ignore_errors=True)
+    return done, problems
+
+
+def teardown(root: Path) -> tuple[list[str], list[str]]:
+    """Undo everything the real nodes did on the machine for the cluster in `root`: its containers
+    and its node processes killed, its mounts detached, its cgroups, network namespaces and CNI
+    state removed, the kernel settings put back. (what was done, what could not be)."""
+    done, problems = [], []
+    containers = _kill_cgroups(root)
+    if containers:
+        done.append(f"{len(containers)} container processes (killed)")
+    node = _kill_node_processes(root)
+    if node:
+        done.append(f"{len(node)} node processes: containerd, shims, kubelet, CoreDNS, kube-proxy (killed)")
+    _wait_gone(containers + node)
+    for folders in Folders.every(Layout(root)):
+        cleaned, failed = clean_node(folders)
+        done, problems = done + cleaned, problems + failed
+    if CNI_RESULTS.is_dir():  # the cluster's network's, whichever sandbox they were of
+        for result in CNI_RESULTS.glob(f"{network.bridge_name(root)}-*"):
+            result.unlink(missing_ok=True)
+    left = _remove_cgroups(root)
+    problems += [f"cgroup {p} not removed (busy)" for p in left]
+    removed = netns.remove_all(network.bridge_name(root))
+    if removed:
+        done.append(f"the nodes' network namespaces {', '.join(removed)} (removed)")
     restored = kernel.release_kernel_settings(root)
     if restored:
         done.append(f"kernel settings put back ({', '.join(restored)})")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from generator.container import ports
 from generator.controlplane import admin, build, pins, pki, processes
-from generator.controlplane.layout import Layout
 from generator.controlplane.realnode import config, containerd, dns, gpus, host, kernel, packaged, proxy, support
 from generator.errors import UserError
 from generator.images import registry
@@ -25,12 +24,12 @@ if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
 
 
-def describe(sup: Supervisor) -> config.RealNode:
+def describe(sup: Supervisor, index: int = 0) -> config.RealNode:
     runc, cni = packaged.install(say=lambda line: print(line, flush=True))
     free = ports.free_port
     reserved = support.system_reserved(sup.node, support.Capacity.read())
     return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
-                           mirror(), tuple(sorted(reserved.items())))
+                           mirror(), tuple(sorted(reserved.items())), index)
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
@@ -63,41 +62,71 @@ def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
 
 
 def start(sup: Supervisor) -> None:
-    from kubernetes import client
-
-    node = describe(sup)
-    folders = node.folders
-    config.check_sockets(folders)
+    """The first node, with what every node shares: the cluster's DNS and the kernel settings'
+    record (the other nodes join after the releases: `more_nodes`)."""
+    nodes = [describe(sup, i) for i in range(sup.node.count)]
+    for node in nodes:
+        config.check_sockets(node.folders)
     done, _ = host.teardown(sup.layout.root)  # what a killed earlier run of this cluster left
     if done:
         print(f"removed what an earlier run left: {'; '.join(done)}", flush=True)
-    folders.root.mkdir(mode=0o700, exist_ok=True)
-    folders.root.chmod(0o700)
+    sup.real_nodes = {node.name: node for node in nodes}
+    first = nodes[0]
+    _folder(first)
+    cluster_dns(sup, first)
+    values = kernel.hold_kernel_settings(sup.layout.root)
+    print("kernel settings before the kubelet (put back at cluster down): "
+          + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+    boot(sup, first, sup.end)
+    sup.save(node=first.name, operator=None)
+
+
+def more_nodes(sup: Supervisor) -> None:
+    """The other nodes, side by side, once the releases are ready: the cluster's controllers run on
+    the first node, so a rehearsed loss of another one takes only the jobs' pods with it."""
+    import concurrent.futures
+
+    others = list(sup.real_nodes.values())[1:]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(len(others), 1)) as pool:
+        for started in [pool.submit(boot, sup, node, sup.end) for node in others]:
+            started.result()
+
+
+def _folder(node: config.RealNode) -> None:
+    node.folders.root.mkdir(mode=0o700, exist_ok=True)
+    node.folders.root.chmod(0o700)
+
+
+def boot(sup: Supervisor, node: config.RealNode, end: float) -> None:
+    """One node from its folder, as a machine boots: its network, containerd, the kubelet until the
+    Node is Ready, kube-proxy; all within the monotonic deadline `end`."""
+    from kubernetes import client
+
+    left = lambda: processes.left(end)  # noqa: E731
+    sup.save_node(node.name, "starting")
+    folders = node.folders
+    _folder(node)
     copy_registry_client(registry.default(), folders)
     node.network.create()
     write_cni_launchers(node)
     cert = config.serving_certificate(node)
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn, org=cert.org, server=True, names=[node.name],
                                         ips=list(cert.ips))
-
-    containerd_proc = sup.start(config.containerd(node))
-    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, sup.left(), "containerd to answer on its socket",
+    containerd_proc = sup.start(config.containerd(node), node.name)
+    processes.wait_until(lambda: _ctr(folders, "version").returncode == 0, left(), "containerd to answer on its socket",
                          containerd_proc)
-    import_image(sup.layout, build.binary(pins.PAUSE_ARCHIVE))
-
-    cluster_dns(sup, node)
-    host.make_cgroup_root(sup.layout.root)
-    values = kernel.hold_kernel_settings(sup.layout.root)
-    print("kernel settings before the kubelet (put back at cluster down): "
-          + ", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
-    kubelet = sup.start(config.kubelet(node))
+    import_image(folders, build.binary(pins.PAUSE_ARCHIVE))
+    host.make_cgroup_root(sup.layout.root, node.index)
+    kubelet = sup.start(config.kubelet(node), node.name)
     core = client.CoreV1Api(admin.admin_client(sup.layout))
-    processes.wait_until(lambda: ready(core, node.name), sup.left(), f"node {node.name} to be Ready", kubelet)
+    processes.wait_until(lambda: ready(core, node.name), left(), f"node {node.name} to be Ready", kubelet)
     if sup.node.gpus:
         gpus.advertise(core, node.name, sup.node.gpus)
-        gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
-    services(sup, node)
-    sup.save(node=node.name, operator=None)
+        if node.name not in sup.gpu_keepers:
+            sup.gpu_keepers.add(node.name)
+            gpus.Keeper(core, node.name, sup.node.gpus, sup.stopping).start()
+    services(sup, node, left())
+    sup.save_node(node.name, "ready")
 
 
 def write_cni_launchers(node: config.RealNode) -> None:
@@ -110,13 +139,13 @@ def write_cni_launchers(node: config.RealNode) -> None:
             out.write(text)
 
 
-def services(sup: Supervisor, node: config.RealNode) -> None:
+def services(sup: Supervisor, node: config.RealNode, within: float) -> None:
     """kube-proxy with its own certificate (its rights are the API server's own binding), until the
     `kubernetes` Service's rule is written: the controllers the charts install dial it first."""
     cert = proxy.certificate()
     pki.Authority(sup.layout.pki).issue(cert.stem, cert.cn)
-    child = sup.start(proxy.component(node, build.binary(pins.KUBE_PROXY)))
-    processes.wait_until(lambda: proxy.synced(node), sup.left(), "kube-proxy to write the `kubernetes` Service's rule", child)
+    child = sup.start(proxy.component(node, build.binary(pins.KUBE_PROXY)), node.name)
+    processes.wait_until(lambda: proxy.synced(node), within, "kube-proxy to write the `kubernetes` Service's rule", child)
 
 
 def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
@@ -130,33 +159,57 @@ def cluster_dns(sup: Supervisor, node: config.RealNode) -> None:
                          f"CoreDNS to answer on {node.address}:{dns.PORT}", child)
 
 
-def import_image(layout: Layout, archive: Path) -> None:
-    """Put an OCI image archive into the real node's containerd, where its pods find the image by
-    its name (with imagePullPolicy Never or IfNotPresent)."""
-    done = _ctr(config.Folders.of(layout), "images", "import", str(archive))
+def import_image(folders: config.Folders, archive: Path) -> None:
+    """Put an OCI image archive into a node's containerd, where its pods find the image by its name
+    (with imagePullPolicy Never or IfNotPresent)."""
+    done = _ctr(folders, "images", "import", str(archive))
     if done.returncode != 0:
-        raise UserError(f"ctr images import {archive} failed: {done.stderr.strip()}; is the cluster in {layout.root} "
-                        "up with `--node real`?")
+        raise UserError(f"ctr images import {archive} failed: {done.stderr.strip()}; is the node in {folders.root} up?")
 
 
-def stop_containers(layout: Layout, grace: float = 30) -> int:
-    """SIGTERM to every running container once the kubelet has stopped (it stops none itself, and
-    would restart them), then up to `grace` seconds for them to end, as a pod's deletion gives
-    them; what is left, `host.teardown` kills. How many were running."""
-    folders = config.Folders.of(layout)
+def kill(sup: Supervisor, name: str) -> list[int]:
+    """`cluster node kill`: the node's power pulled (host.power_cut) and its cable with it; the
+    pids killed."""
+    node = sup.real_nodes[name]
+    sup.save_node(name, "killed")
+    killed = host.power_cut(sup.layout.root, node.index)
+    node.network.cut()
+    for child in sup.node_children(name).values():
+        child.proc.wait()
+    sup.save()
+    return killed
 
-    def running() -> list[str]:
+
+def restart(sup: Supervisor, name: str, within: float) -> None:
+    """`cluster node start`: a killed node booted again from its folder, after what its processes
+    left on the machine is cleaned as a reboot would (its mounts, its sandboxes' network state)."""
+    node = sup.real_nodes[name]
+    done, problems = host.clean_node(node.folders)
+    for line in [*done, *(f"warning: {p}" for p in problems)]:
+        print(f"node {name}: {line}", flush=True)
+    boot(sup, node, time.monotonic() + within)
+
+
+def stop_containers(nodes: list[config.Folders], grace: float = 30) -> int:
+    """SIGTERM to every running container of the nodes once their kubelets have stopped (a kubelet
+    stops none itself, and would restart them), then up to `grace` seconds, for all of them at once,
+    to end, as a pod's deletion gives them; what is left, `host.teardown` kills. How many were running."""
+
+    def running(folders: config.Folders) -> list[str]:
         listed = _ctr(folders, "tasks", "ls")
         rows = [line.split() for line in listed.stdout.splitlines()[1:]] if listed.returncode == 0 else []
         return [row[0] for row in rows if len(row) >= 3 and row[2] == "RUNNING"]
 
-    tasks = running()
-    for task in tasks:
-        _ctr(folders, "tasks", "kill", "--signal", "SIGTERM", task)
+    count = 0
+    for folders in nodes:
+        tasks = running(folders)
+        count += len(tasks)
+        for task in tasks:
+            _ctr(folders, "tasks", "kill", "--signal", "SIGTERM", task)
     end = time.monotonic() + grace
-    while running() and time.monotonic() < end:
+    while any(running(f) for f in nodes) and time.monotonic() < end:
         time.sleep(0.5)
-    return len(tasks)
+    return count
 
 
 def _ctr(folders: config.Folders, *args: str) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from generator.controlplane import components
+from generator.controlplane.realnode import config
 
 if TYPE_CHECKING:
     from generator.controlplane.realnode.config import RealNode
@@ -41,7 +42,7 @@ def configuration(node: RealNode) -> str:
         "clientConnection": {"kubeconfig": str(folder(node) / "kubeconfig")},
         "hostnameOverride": node.name,
         "mode": "iptables",
-        "clusterCIDR": node.network.pod_cidr, "detectLocalMode": "ClusterCIDR",
+        "clusterCIDR": node.network.pods_cidr, "detectLocalMode": "ClusterCIDR",
         "healthzBindAddress": HEALTHZ, "metricsBindAddress": METRICS,
         # route_localnet stays off: no NodePort answers on the node's loopback.
         "iptables": {"localhostNodePorts": False},
@@ -54,7 +55,7 @@ def component(node: RealNode, binary: Path) -> components.Component:
     cp = node.control_plane
     here = folder(node)
     return components.Component("kube-proxy", node.network.enter([str(binary), f"--config={here / 'config.yaml'}"]),
-                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, files={
+                                env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **config.marker(node)}, files={
         here / "config.yaml": configuration(node),
         here / "kubeconfig": components.kubeconfig(cp.server, cp.ca, *cp.cert(STEM)),
     })

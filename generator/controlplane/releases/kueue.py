@@ -120,15 +120,19 @@ def queues(quota: dict[str, str]) -> list[dict]:
     ]
 
 
-def create_queues(layout: Layout, node_name: str, asked: dict[str, str], end: float) -> dict[str, str]:
+def create_queues(layout: Layout, node_names: tuple[str, ...], asked: dict[str, str], end: float) -> dict[str, str]:
     """Apply the queues (server-side, so a restart keeps them as they are) within what the deadline
-    `end` has left; the quota applied."""
+    `end` has left, as large as every node together unless asked otherwise; the quota applied."""
     from kubernetes import client
 
     from generator.controlplane.admin import admin_client, apply
+    from generator.job import quantity
 
     api = admin_client(layout)
-    node = api.sanitize_for_serialization(client.CoreV1Api(api).read_node(node_name))
-    quota = quota_for(node, asked)
+    core = client.CoreV1Api(api)
+    each = [quota_for(api.sanitize_for_serialization(core.read_node(n)), {}) for n in node_names]
+    summed = each[0] if len(each) == 1 else {  # one node's quota as its Node writes it
+        r: quantity.write(sum(quantity.parse(q[r]) for q in each if r in q), binary=r == "memory") for r in each[0]}
+    quota = {**summed, **asked}
     apply(api, queues(quota), QUEUE_NAMESPACE, end)
     return quota

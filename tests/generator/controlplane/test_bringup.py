@@ -36,7 +36,7 @@ def test_kueue_is_installed_only_when_asked_after_trainer_and_its_queues_once_it
 
 
 def test_the_order_comes_from_the_declarations_not_from_where_the_steps_are_written():
-    every = {"with_operator": True, "with_trainer": True, "with_kueue": True}
+    every = {"with_operator": True, "with_trainer": True, "with_kueue": True, "nodes": 2}
     assert bringup.ordered(reversed(bringup.STEPS)) == bringup.steps(**every)
     assert [s.name for s in bringup.steps(**every)][:8] == [
         "image registry", "pod network", "certificates", "etcd", "kube-apiserver", "kube-controller-manager",
@@ -44,8 +44,15 @@ def test_the_order_comes_from_the_declarations_not_from_where_the_steps_are_writ
 
 
 def test_processes_stop_in_the_reverse_of_their_start_the_api_server_after_the_controllers_and_etcd_last():
-    assert bringup.stop_order() == ["kube-proxy", "kubelet", "coredns", "containerd", "kube-scheduler", "kube-controller-manager",
-                                    "kube-apiserver", "etcd"]
+    assert bringup.stop_order() == ["kube-proxy", "kubelet", "containerd", "coredns", "kube-scheduler",
+                                    "kube-controller-manager", "kube-apiserver", "etcd"]
+
+
+def test_the_other_nodes_join_once_the_releases_run_on_the_first_and_the_queues_count_them():
+    names = [s.name for s in bringup.steps(with_operator=True, with_kueue=True, nodes=3)]
+    assert names[-3:] == ["releases ready", "more nodes", "kueue queues"]
+    assert "more nodes" not in [s.name for s in bringup.steps(with_operator=True, with_kueue=True)]
+    assert [s.name for s in bringup.steps(with_operator=False, nodes=2)][-1] == "more nodes"
 
 
 def run(_sup) -> None:

@@ -82,6 +82,14 @@ def test_the_controller_manager_signs_tokens_with_the_service_account_key(cfg):
     got = flags(components.kube_controller_manager(cfg))
     assert got["service-account-private-key-file"] == str(cfg.layout.pki / "sa.key")
     assert got["use-service-account-credentials"] == "true"
+    assert "node-monitor-grace-period" not in got  # Kubernetes' own 50 s
+
+
+def test_a_rehearsals_grace_period_reaches_the_node_lifecycle_controller(cfg):
+    import dataclasses
+
+    short = dataclasses.replace(cfg, node=dataclasses.replace(cfg.node, grace=12))
+    assert flags(components.kube_controller_manager(short))["node-monitor-grace-period"] == "12s"
 
 
 def test_every_certificate_a_component_names_is_one_the_certificates_step_issues(cfg):

@@ -65,24 +65,25 @@ def test_a_state_written_before_the_node_options_were_kept_is_refused_with_the_w
     with pytest.raises(state.StateError) as refused:
         state.load(path)
     assert str(refused.value) == (f"{path}: written by another pytorchjob-kit version (state version 4, this one "
-                                  f"reads 6); run `python -m generator cluster down --dir {tmp_path}`, which stops "
+                                  f"reads 7); run `python -m generator cluster down --dir {tmp_path}`, which stops "
                                   "what that cluster left running without it and removes the file")
 
 
 def test_a_state_with_fields_this_version_does_not_know_is_refused(tmp_path):
     path = tmp_path / "state.json"
-    path.write_text(json.dumps({"version": state.VERSION, "phase": "ready", "nodes": ["a"]}))
-    with pytest.raises(state.StateError, match="unknown fields nodes"):
+    path.write_text(json.dumps({"version": state.VERSION, "phase": "ready", "workers": ["a"]}))
+    with pytest.raises(state.StateError, match="unknown fields workers"):
         state.load(path)
 
 
 def test_node_options_round_trip_through_their_encoding():
-    options = NodeOptions(cpu="4", memory="8Gi", gpus=2, images={"my/trainer": "ghcr.io/pytorchjob-kit/trainer"})
+    options = NodeOptions(cpu="4", memory="8Gi", gpus=2, images={"my/trainer": "ghcr.io/pytorchjob-kit/trainer"},
+                          count=3, grace=10)
     assert NodeOptions.decode(options.encode()) == options
     assert NodeOptions.decode(NodeOptions().encode()) == NodeOptions()
 
 
-@pytest.mark.parametrize("text", ["cpu=4", '{"cpus": 4}', '{"gpus": "two"}'])
+@pytest.mark.parametrize("text", ["cpu=4", '{"cpus": 4}', '{"gpus": "two"}', '{"count": "3"}', '{"grace": 1.5}'])
 def test_node_options_that_do_not_decode_say_so(text):
     with pytest.raises(ValueError, match="--node"):
         NodeOptions.decode(text)

@@ -66,7 +66,7 @@ def test_the_kubelet_runs_in_the_clusters_cgroup_with_cgroupfs_and_leaves_iptabl
     got = yaml.safe_load(config.kubelet_config(node))
     assert (got["apiVersion"], got["kind"]) == ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration")
     assert got["cgroupDriver"] == "cgroupfs"
-    assert got["cgroupRoot"] == f"/{cgroups.cluster_name(node.layout.root)}"
+    assert got["cgroupRoot"] == f"/{cgroups.cluster_name(node.layout.root)}/node"
     assert (got["failCgroupV1"], got["failSwapOn"], got["makeIPTablesUtilChains"]) == (False, False, False)
     assert got["protectKernelDefaults"] is False
     socket = f"unix://{node.layout.root}/node/containerd/containerd.sock"
@@ -104,15 +104,40 @@ def test_the_kubelet_registers_as_its_node_with_the_node_certificate(node):
     root = node.layout.root
     assert kubelet.argv[0] == str(build.binary("kubelet"))
     assert flags == {"config": str(root / "node" / "kubelet-config.yaml"),
-                     "kubeconfig": str(root / "kubeconfigs" / "kubelet.yaml"), "root-dir": str(root / "node" / "kubelet"),
+                     "kubeconfig": str(root / "kubeconfigs" / "kubelet-box.yaml"), "root-dir": str(root / "node" / "kubelet"),
                      "cert-dir": str(root / "node" / "kubelet" / "pki"), "hostname-override": "box",
                      "node-ip": "10.244.7.1", "node-labels": "pytorchjob-kit/node=real"}  # diagnose knows its pulls
-    kubeconfig = yaml.safe_load(kubelet.files[root / "kubeconfigs" / "kubelet.yaml"])
+    kubeconfig = yaml.safe_load(kubelet.files[root / "kubeconfigs" / "kubelet-box.yaml"])
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://10.244.7.1:6443"
     # The certificates step issues kubelet-<node> as system:node:<node> in system:nodes.
     assert kubeconfig["users"][0]["user"]["client-certificate"] == str(root / "pki" / "kubelet-box.crt")
     issued = {c.stem: c for c in components.certificates(node.control_plane)}
     assert (issued["kubelet-box"].cn, issued["kubelet-box"].org) == ("system:node:box", "system:nodes")
+    assert kubelet.env == {config.NODE_MARKER: str(root / "node")}  # `cluster node kill` finds it by this
+
+
+def test_each_of_several_nodes_has_its_folder_identity_cgroup_and_pods_block(node):
+    import dataclasses
+
+    cp = dataclasses.replace(node.control_plane, node=dataclasses.replace(node.control_plane.node, count=3))
+    third = dataclasses.replace(node, control_plane=cp, index=2)
+    root = node.layout.root
+    kubelet = config.kubelet(third)
+    flags = dict(a[2:].split("=", 1) for a in kubelet.argv[1:])
+    assert (flags["hostname-override"], flags["root-dir"]) == ("box-node3", str(root / "node3" / "kubelet"))
+    assert flags["kubeconfig"] == str(root / "kubeconfigs" / "kubelet-box-node3.yaml")
+    got = yaml.safe_load(config.kubelet_config(third))
+    assert got["cgroupRoot"].endswith("/node3") and got["podLogsDir"] == str(root / "node3" / "pod-logs")
+    assert json.loads(config.cni_conflist(third))["plugins"][0]["ipam"]["ranges"] == [
+        [{"subnet": "10.244.7.192/27", "gateway": "10.244.7.193"}]]
+    issued = {c.stem for c in components.certificates(cp)}
+    assert {"kubelet-box", "kubelet-box-node2", "kubelet-box-node3"} <= issued
+
+
+def test_a_shortened_grace_period_shortens_the_kubelets_lease_and_the_node_monitors_grace():
+    assert config.lease(None) == {}
+    assert config.lease(10) == {"nodeLeaseDurationSeconds": 8}  # renewed every 2 s
+    assert config.lease(50) == {"nodeLeaseDurationSeconds": 40}  # Kubernetes' own
 
 
 def test_containerd_is_started_with_its_config_and_finds_its_shim(node):

@@ -44,7 +44,7 @@ def test_the_clusters_cgroup_is_made_in_every_hierarchy_and_teardown_kills_and_r
     # The machine's kernel-settings record is left alone: this folder never held it.
     cluster = tmp_path / "cluster"
     made = host.make_cgroup_root(cluster)
-    assert made == [h / cgroups.cluster_name(cluster) for h in host.hierarchies()] and all(p.is_dir() for p in made)
+    assert made == [h / cgroups.cluster_name(cluster) / "node" for h in host.hierarchies()] and all(p.is_dir() for p in made)
     cpuset = next((p for p in made if (p / "cpuset.cpus").exists()), None)
     if cpuset is not None:  # a new cpuset cgroup is empty until given its parent's CPUs and memory nodes
         assert (cpuset / "cpuset.cpus").read_text() == (cpuset.parent / "cpuset.cpus").read_text()
@@ -96,3 +96,36 @@ def test_teardown_removes_only_its_own_nodes_container_log_links(tmp_path):
     assert host.remove_container_log_links(ours, links) == 1
     assert sorted(p.name for p in links.iterdir()) == sorted([other_cluster.name, kubelet.name, plain.name])
     assert host.remove_container_log_links(ours, links) == 0  # twice: nothing more
+
+
+@pytest.mark.skipif(not writable_cgroups(), reason="needs root and writable cgroup hierarchies")
+def test_a_power_cut_kills_one_nodes_containers_and_processes_and_nothing_of_the_other_nodes(tmp_path):
+    """`cluster node kill`: a container in the node's cgroup and a process carrying the node's marker
+    (its kubelet, containerd, a shim) die; the same of the cluster's first node lives on."""
+    from generator.controlplane.layout import MARKER
+    from generator.controlplane.realnode.config import NODE_MARKER
+
+    cluster = tmp_path / "cluster"
+    sleep = [sys.executable, "-c", "import time; time.sleep(600)"]
+    started = []
+    try:
+        for index, folder in ((0, "node"), (1, "node2")):
+            (cluster / folder).mkdir(parents=True)
+            made = host.make_cgroup_root(cluster, index)
+            container = subprocess.Popen(sleep)
+            for group in made:
+                (group / "cgroup.procs").write_text(str(container.pid))
+            env = {**os.environ, MARKER: str(cluster), NODE_MARKER: str(cluster / folder)}
+            started.append((container, subprocess.Popen(sleep, env=env)))
+        killed = host.power_cut(cluster, 1)
+        (first_container, first_kubelet), (container, kubelet) = started
+        assert sorted(killed) == sorted([container.pid, kubelet.pid])
+        assert container.wait(10) == -9 and kubelet.wait(10) == -9
+        assert first_container.poll() is None and first_kubelet.poll() is None
+    finally:
+        for pair in started:
+            for proc in pair:
+                proc.kill()
+                proc.wait()
+        host.teardown(cluster)
+    assert not any(p.exists() for p in host.cgroup_folders(cluster))

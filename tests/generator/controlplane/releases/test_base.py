@@ -89,10 +89,12 @@ def test_every_release_cluster_up_waits_for_takes_what_the_one_before_left_of_it
 
     class Sup:
         layout = Layout(tmp_path)
-        children = {"kubelet": None}
         end = clock[0] + 200  # Supervisor.end: what `cluster up --timeout` leaves the bring-up
         state = ClusterState(operator=InstalledRelease("ops", "my-operator", "training-operator"),
                              trainer=trainer.RELEASE.installed(), kueue=kueue.RELEASE.installed())
+
+        def first_kubelet(self):
+            return None
 
     bringup.releases_ready(Sup())
     assert [round(t) for t, _ in seen] == [200, 160, 120, 80, 40, 1, 1, 1]  # at least one look each, when late
