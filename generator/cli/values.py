@@ -27,6 +27,9 @@ RESTART_POLICIES = tuple(dict.fromkeys(p for k in kinds.ALL for p in k.restart_p
 @click.option("--output-size", metavar="SIZE", help="Create an output PVC of this size, e.g. 10Gi.")
 @click.option("--shm-size", metavar="SIZE", help="Size of the in-memory /dev/shm.")
 @click.option("--toleration", "tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT]", help="Repeatable.")
+@click.option("--node-loss-toleration", type=click.IntRange(min=0), metavar="SECONDS",
+              help="Seconds the pods stay bound to a node that stops answering before Kubernetes evicts them "
+                   "(its default: 300; 0 evicts at once).")
 @click.option("--node-selector", "node_selectors", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
 @click.option("--env", multiple=True, metavar="NAME=VALUE", help="Repeatable.")
 @click.option("--env-from-secret", "env_from_secrets", multiple=True, metavar="SECRET", help="All keys of a Secret as env; repeatable.")

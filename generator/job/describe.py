@@ -26,6 +26,7 @@ class Description:
     output_size: str | None = None
     shm_size: str | None = None
     tolerations: tuple[str, ...] = ()
+    node_loss_toleration: int | None = None
     node_selectors: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
     env_from_secrets: tuple[str, ...] = ()
@@ -64,7 +65,7 @@ def build(d: Description, kind_of, base: dict | None = None) -> dict:
               ("topology.backend", d.backend), ("shm.sizeLimit", d.shm_size), ("kueue.queueName", d.queue),
               ("priorityClassName", d.priority_class), ("restartPolicy", d.restart_policy),
               ("runPolicy.backoffLimit", d.backoff_limit), ("runPolicy.ttlSecondsAfterFinished", d.ttl),
-              ("runPolicy.activeDeadlineSeconds", d.deadline)]
+              ("runPolicy.activeDeadlineSeconds", d.deadline), ("nodeLossTolerationSeconds", d.node_loss_toleration)]
     for path, value in simple:
         if value is not None:
             set_path(values, path, value)

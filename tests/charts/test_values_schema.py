@@ -221,6 +221,8 @@ INVALID = [
     ({"master": {"tolerations": [{"key": "a", "operater": "Exists"}]}}, "master.tolerations.0"),
     ({"env": [{"name": "A", "valu": "x"}]}, "env.0"),
     ({"image": {"digest": "sha256:abc"}}, "image.digest"),
+    ({"nodeLossTolerationSeconds": -1}, "nodeLossTolerationSeconds"),
+    ({"nodeLossTolerationSeconds": "300"}, "nodeLossTolerationSeconds"),
     ({"runPolicy": {"cleanPodPolicy": "Some"}}, "runPolicy.cleanPodPolicy"),
     ({"runPolicy": {"ttlSecondsAfterFinished": -5}}, "runPolicy.ttlSecondsAfterFinished"),
     ({"runPolicy": {"backoffLimit": -1}}, "runPolicy.backoffLimit"),

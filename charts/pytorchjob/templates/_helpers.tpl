@@ -129,3 +129,30 @@ false, 0 and "" in the role still win (sprig's merge treats them as unset).
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/*
+The NoExecute tolerations of a node that stops answering (not-ready, unreachable) with
+nodeLossTolerationSeconds, as JSON; none when it is null, so that Kubernetes adds its own 300 s.
+Called with (dict "root" $ "role" "master"|"worker"). A toleration of the user's own for either
+key would give the pod two deadlines, of which Kubernetes takes the shorter: refused by name.
+*/}}
+{{- define "pytorchjob.nodeLossTolerations" -}}
+{{- $v := .root.Values -}}
+{{- $seconds := $v.nodeLossTolerationSeconds -}}
+{{- $out := list -}}
+{{- if not (kindIs "invalid" $seconds) -}}
+{{- $keys := list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" -}}
+{{- $lists := dict "tolerations" $v.tolerations (printf "%s.tolerations" .role) (index $v .role).tolerations -}}
+{{- range $field, $list := $lists -}}
+{{- range $i, $t := $list -}}
+{{- if and (has $t.key $keys) (has (default "" $t.effect) (list "" "NoExecute")) -}}
+{{- fail (printf "%s[%d]: tolerates %s, whose NoExecute deadline nodeLossTolerationSeconds (%d) sets; drop this toleration, or leave nodeLossTolerationSeconds unset (null) and keep your own" $field $i $t.key (int $seconds)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $keys -}}
+{{- $out = append $out (dict "key" . "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int $seconds)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}

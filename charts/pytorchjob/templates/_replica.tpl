@@ -17,6 +17,7 @@ shared ones: maps overlay key by key, lists add up, scalars replace.
 {{- if and (gt $gpus 0) $v.gpuToleration -}}
 {{- $tolerations = append $tolerations (dict "key" $v.gpuResourceName "operator" "Exists" "effect" "NoSchedule") -}}
 {{- end -}}
+{{- $tolerations = concat $tolerations (include "pytorchjob.nodeLossTolerations" . | fromJsonArray) -}}
 {{- $nodeSelector := include "pytorchjob.overlay" (dict "base" $v.nodeSelector "over" $role.nodeSelector) | fromJson -}}
 {{- $affinity := default $v.affinity $role.affinity -}}
 {{- $annotations := include "pytorchjob.overlay" (dict "base" $v.podAnnotations "over" $role.annotations) | fromJson -}}

@@ -11,7 +11,7 @@ import shlex
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import defaults, images, podschema
+from generator.job import defaults, images, nodeloss, podschema
 from generator.job.imports import CHART_LABELS, diff, metadata, pinned_image
 from generator.kinds.pytorchjob import admission
 
@@ -165,6 +165,7 @@ def _build(job: dict, source: str) -> tuple[dict, list[str]]:
             continue
         own_restart = "" if d["restartPolicy"] else restart[role]  # a restartPolicy both roles share is set once
         d[role] = _role_values(role, pods[role], metas[role], own_restart, source)
+    _node_loss(d, [r for r in ("master", "worker") if r in present])
     d["runPolicy"] = _run_policy(spec.get("runPolicy") or {})
     if elastic is not None:
         d["elasticPolicy"] = _elastic_policy(elastic)
@@ -209,6 +210,16 @@ def _role_values(role: str, pod: dict, meta: dict, restart: str, source: str) ->
                                  "has fields the chart cannot carry", sorted(unknown_meta),
                                  "remove them; pods get their names from the operator")], source=source)
     return r
+
+
+def _node_loss(d: dict, present: list[str]) -> None:
+    """The NoExecute tolerations the chart renders for nodeLossTolerationSeconds, where every pod
+    ends with them, as that value; otherwise they stay the roles' own tolerations."""
+    seconds, rests = nodeloss.split([d[r]["tolerations"] for r in present])
+    if seconds is not None:
+        d[nodeloss.VALUE] = seconds
+        for role, rest in zip(present, rests, strict=True):
+            d[role]["tolerations"] = rest
 
 
 def _run_policy(run_policy: dict) -> dict:

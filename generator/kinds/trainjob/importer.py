@@ -8,7 +8,7 @@ import copy
 
 from generator import helm, paths
 from generator.errors import Finding, UserError
-from generator.job import defaults
+from generator.job import defaults, nodeloss
 from generator.job.imports import CHART_LABELS, diff, metadata, pinned_image
 from generator.kinds.trainjob.runtime import CONTAINER, DEFAULT_RESTART_POLICY, KIND
 
@@ -104,7 +104,8 @@ def _from_runtime(d: dict, runtime: dict, source: str) -> None:
     d["automountServiceAccountToken"] = pod.get("automountServiceAccountToken")
     d["priorityClassName"] = pod.get("priorityClassName", "")
     d["nodeSelector"] = dict(pod.get("nodeSelector") or {})
-    d["tolerations"] = list(pod.get("tolerations") or [])
+    seconds, (d["tolerations"],) = nodeloss.split([list(pod.get("tolerations") or [])])
+    d[nodeloss.VALUE] = seconds
     d["affinity"] = dict(pod.get("affinity") or {})
     d["extraVolumes"] = list(pod.get("volumes") or [])
     d["extraVolumeMounts"] = list(node.get("volumeMounts") or [])

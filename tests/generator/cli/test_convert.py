@@ -56,6 +56,22 @@ def test_a_job_without_changes_is_written_at_once_to_stdout_with_the_report_on_s
     assert [d["kind"] for d in yaml.safe_load_all(stdout) if d] == ["TrainingRuntime", "TrainJob"]
 
 
+def test_the_node_loss_tolerations_reach_every_node_unchanged(tmp_path):
+    """Imported as nodeLossTolerationSeconds, they render into the TrainingRuntime's pod as they were."""
+    job = yaml.safe_load(SAME)
+    tolerations = [{"key": "pool", "operator": "Exists"}] + [
+        {"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}
+        for key in ("not-ready", "unreachable")]
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["tolerations"] = tolerations
+    path = tmp_path / "single.yaml"
+    path.write_text(yaml.safe_dump(job))
+    code, stdout, stderr = run("convert", str(path), "--to", "v2")
+    assert code == 0 and "no change in meaning" in stderr, stderr
+    runtime = next(d for d in yaml.safe_load_all(stdout) if d and d["kind"] == "TrainingRuntime")
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == tolerations
+
+
 def test_a_refused_job_stops_every_write_even_when_accepted(tmp_path):
     out = tmp_path / "v2.yaml"
     code, stdout, stderr = run("convert", str(DIGITS), str(REFUSED), "--to", "v2", "--accept", "-o", str(out))

@@ -125,6 +125,8 @@ INVALID = [
         imagePullPolicy=["Always"])), "spec.pytorchReplicaSpecs.Master.template.spec.containers.0.imagePullPolicy"),
     (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(
         image="harbor.vsphere.local/library/other:2")), "differs between Master and Worker"),
+    (_mutated(lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"].update(tolerations=["a", "b"])),
+     "spec.pytorchReplicaSpecs.Master.template.spec.tolerations.0: 'a' is not of type 'object'"),
     (_mutated(lambda j: [s["template"]["spec"]["containers"][0].update(image="busybox")
                          for s in j["spec"]["pytorchReplicaSpecs"].values()]), "must name exactly one of a tag or a digest"),
 ]
@@ -172,6 +174,60 @@ def test_elastic_rendezvous_scheduling_and_digest_round_trip(tmp_path):
     assert importer.compare(job, back) == []
     assert back["spec"]["elasticPolicy"]["rdzvHost"] == "etcd.infra"
     assert back["spec"]["runPolicy"]["schedulingPolicy"]["priorityClass"] == "high"
+
+
+def _node_loss(seconds, keys=("not-ready", "unreachable")):
+    return [{"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+            for key in keys]
+
+
+def _import_round_trip(job, tmp_path):
+    """The values `import` makes of the job, after checking that they render it back."""
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    code, out, err = run("import", str(manifest))
+    assert code == 0, err
+    values = yaml.safe_load(out)
+    assert importer.compare(job, importer.render_job(values, namespace=job["metadata"].get("namespace", "default"))) == []
+    return values
+
+
+def test_the_node_loss_tolerations_on_every_pod_import_as_the_value(tmp_path):
+    job = yaml.safe_load((MANIFESTS / "vsphere-gpu.yaml").read_text())
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["tolerations"] += _node_loss(90)
+    values = _import_round_trip(job, tmp_path)
+    assert values["nodeLossTolerationSeconds"] == 90
+    assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize("master, worker", [
+    (_node_loss(90), []),  # the Master alone
+    (_node_loss(90), _node_loss(30)),  # other seconds
+    (_node_loss(90, ["unreachable"]), _node_loss(90, ["unreachable"])),  # one key
+    (_node_loss(90, ["unreachable", "not-ready"]), _node_loss(90, ["unreachable", "not-ready"])),  # another order
+    (_node_loss(600, ["unreachable"]) + _node_loss(90), _node_loss(600, ["unreachable"]) + _node_loss(90)),  # a second deadline
+], ids=["master only", "other seconds", "one key", "another order", "a second deadline"])
+def test_node_loss_tolerations_the_value_would_not_render_stay_tolerations(tmp_path, master, worker):
+    job = yaml.safe_load((MANIFESTS / "vsphere-cpu.yaml").read_text())
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    specs["Master"]["template"]["spec"]["tolerations"] = master
+    specs["Worker"]["template"]["spec"]["tolerations"] = worker
+    values = _import_round_trip(job, tmp_path)
+    assert "nodeLossTolerationSeconds" not in values
+
+
+def test_a_trainjobs_node_loss_tolerations_import_as_the_value(tmp_path):
+    from generator import helm, paths
+
+    values = {"target": "v2", "nodeLossTolerationSeconds": 75, "tolerations": [{"key": "pool", "operator": "Exists"}]}
+    rendered = [o for o in helm.render_objects(paths.JOB_CHART, values) if o["kind"] != "PersistentVolumeClaim"]
+    manifest = tmp_path / "trainjob.yaml"
+    manifest.write_text(yaml.safe_dump_all(rendered))
+    code, out, err = run("import", str(manifest))
+    assert code == 0, err
+    imported = yaml.safe_load(out)
+    assert imported["nodeLossTolerationSeconds"] == 75 and imported["tolerations"] == values["tolerations"]
 
 
 @pytest.mark.parametrize("scenario", ["v2", "v2-plain"])

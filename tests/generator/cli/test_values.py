@@ -22,7 +22,7 @@ def test_every_flag_lands_in_its_chart_value():
         "--gpus", "2", "--cpu", "8", "--memory", "32Gi", "--cpu-limit", "16", "--memory-limit", "64Gi",
         "--backend", "nccl", "--output-size", "20Gi", "--shm-size", "8Gi",
         "--toleration", "flyte/gpu=dedicated:NoSchedule", "--toleration", "spot:NoExecute", "--toleration", "ml",
-        "--node-selector", "pool=a100", "--env", "NCCL_DEBUG=INFO", "--env-from-secret", "s3",
+        "--node-loss-toleration", "45", "--node-selector", "pool=a100", "--env", "NCCL_DEBUG=INFO", "--env-from-secret", "s3",
         "--queue", "team-a", "--priority-class", "high", "--elastic", "2:4", "--restart-policy", "ExitCode",
         "--backoff-limit", "5", "--ttl", "600", "--deadline", "7200", "--arg=--epochs=3", "--arg", "--amp",
         "--set", "runPolicy.cleanPodPolicy=All,podLabels.team=nlp")
@@ -41,6 +41,7 @@ def test_every_flag_lands_in_its_chart_value():
         "tolerations": [{"key": "flyte/gpu", "operator": "Equal", "value": "dedicated", "effect": "NoSchedule"},
                         {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
                         {"key": "ml", "operator": "Exists"}],
+        "nodeLossTolerationSeconds": 45,
         "nodeSelector": {"pool": "a100"},
         "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
         "envFrom": [{"secretRef": {"name": "s3"}}],
@@ -64,6 +65,21 @@ def test_summary_tells_pods_processes_world_size_gpus_backend_and_defaults():
     assert "backend: nccl (auto: every pod has GPUs)" in summary
     assert "defaults chose: image ghcr.io/pytorchjob-kit/trainer:0.1.0" in summary
     assert "toleration nvidia.com/gpu:NoSchedule" in summary
+
+
+def test_node_loss_toleration_renders_for_every_pod_and_v2_node(tmp_path):
+    """The flag's seconds reach each pod as the two NoExecute tolerations; the help says what they mean."""
+    values, _ = values_of("--node-loss-toleration", "20", "--workers", "1")
+    expected = [{"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}
+                for key in ("not-ready", "unreachable")]
+    job = helm.render_objects(paths.JOB_CHART, values)[0]
+    assert [s["template"]["spec"]["tolerations"] for s in job["spec"]["pytorchReplicaSpecs"].values()] == [expected] * 2
+    v2, _ = values_of("--node-loss-toleration", "0", "--target", "v2")
+    runtime = next(o for o in helm.render_objects(paths.JOB_CHART, v2) if o["kind"] == "TrainingRuntime")
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{**t, "tolerationSeconds": 0} for t in expected]
+    code, out, _ = run("values", "--help")
+    assert code == 0 and "--node-loss-toleration SECONDS" in out and "before Kubernetes evicts" in " ".join(out.split())
 
 
 def test_base_file_then_flags_then_set(tmp_path):
@@ -109,6 +125,12 @@ def test_output_always_validates_and_renders():
     (["--set", "topology.wrkers=3"], "topology.wrkers: is not a known key; did you mean 'workers'?"),
     (["--set", "port=70000"], "port: must be at most 65535 (got 70000)"),
     (["--shm-size", "1GB"], "shm.sizeLimit: is not a valid Kubernetes quantity"),
+    (["--set", "nodeLossTolerationSeconds=-1"], "nodeLossTolerationSeconds: must be at least 0 (got -1); use a value at least 0"),
+    (["--set", "nodeLossTolerationSeconds=soon"],
+     "nodeLossTolerationSeconds: must be an integer or null (got 'soon'); write an integer or null"),
+    (["--node-loss-toleration", "30", "--toleration", "node.kubernetes.io/unreachable:NoExecute"],
+     "tolerations[0]: tolerates node.kubernetes.io/unreachable, whose NoExecute deadline nodeLossTolerationSeconds (30) "
+     "sets; drop this toleration, or leave nodeLossTolerationSeconds unset"),
 ])
 def test_bad_input_is_refused_with_path_value_and_fix(tmp_path, args, message):
     out = tmp_path / "values.yaml"
@@ -118,7 +140,8 @@ def test_bad_input_is_refused_with_path_value_and_fix(tmp_path, args, message):
     assert "Traceback" not in stderr and not out.exists() and list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [["--workers", "-1"], ["--backend", "mpi"], ["--no-such-flag"], ["--gpus", "x"]])
+@pytest.mark.parametrize("args", [["--workers", "-1"], ["--backend", "mpi"], ["--no-such-flag"], ["--gpus", "x"],
+                                  ["--node-loss-toleration", "-1"], ["--node-loss-toleration", "5m"]])
 def test_usage_errors_exit_2(args):
     assert run("values", *args)[0] == 2
 
