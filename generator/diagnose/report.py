@@ -28,7 +28,9 @@ def as_table(shot: Snapshot, findings: list[Diagnosis]) -> str:
     for i, f in enumerate(findings, 1):
         lines.append(f"{i}. [{f.severity}] {f.object}: {f.reason}")
         lines += [f"   {line}" for line in f.message.splitlines()]
-        lines += textwrap.wrap(f"fix: {f.fix}", width=100, initial_indent="   ", subsequent_indent="        ")
+        # Never within a word or at its hyphens: a command in a fix is copied as printed.
+        lines += textwrap.wrap(f"fix: {f.fix}", width=100, initial_indent="   ", subsequent_indent="        ",
+                               break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines) + "\n"
 
 

@@ -238,11 +238,13 @@ def _failed(status: dict) -> bool:
 
 
 def _node_summary(node: dict) -> dict:
-    """What the rules need of a node: its name, labels, taints, allocatable resources and the
-    conditions that are True (a node's pressure: DiskPressure, MemoryPressure, PIDPressure; Ready)."""
+    """What the rules need of a node: its name, labels, taints (with timeAdded), allocatable
+    resources, the conditions that are True (a node's pressure: DiskPressure, MemoryPressure,
+    PIDPressure) and Ready whatever it says (False or Unknown: a node lost), each with its
+    lastTransitionTime."""
     status = node.get("status") or {}
-    conditions = [{k: c.get(k) for k in ("type", "status", "reason", "message")}
-                  for c in status.get("conditions") or [] if c.get("status") == "True"]
+    conditions = [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+                  for c in status.get("conditions") or [] if c.get("status") == "True" or c.get("type") == "Ready"]
     return {"metadata": {"name": node["metadata"]["name"], "labels": node["metadata"].get("labels") or {}},
             "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
             "status": {"allocatable": status.get("allocatable") or {}, "conditions": conditions}}

@@ -1,17 +1,17 @@
 """From a snapshot to findings: each rule reads one kind of trouble the way an experienced user
 reads events and statuses, and names the chart value that fixes it. The rules live by concern
-(scheduling and claims, images, pods, queues and gangs, the job's own state); what differs
-between job kinds they ask the snapshot's kind (generator/kinds). Rules are listed in the order
-their findings rank within a severity: a cause before its symptoms."""
+(a node lost, a node under pressure, scheduling and claims, images, pods, queues and gangs, the
+job's own state); what differs between job kinds they ask the snapshot's kind (generator/kinds).
+Rules are listed in the order their findings rank within a severity: a cause before its symptoms."""
 from __future__ import annotations
 
-from generator.diagnose.rules import images, job, pods, pressure, queues, scheduling
+from generator.diagnose.rules import images, job, nodeloss, pods, pressure, queues, scheduling
 from generator.diagnose.rules.common import ERROR, INFO, SEVERITY_ORDER, WARNING, Diagnosis, Rule
 from generator.diagnose.snapshot import Snapshot
 
 __all__ = ["ERROR", "INFO", "WARNING", "Diagnosis", "RULES", "diagnose"]
 
-RULES: list[Rule] = [pressure.nodes, pressure.evictions, scheduling.scheduling, images.images, pods.references,
+RULES: list[Rule] = [nodeloss.lost, pressure.nodes, pressure.evictions, scheduling.scheduling, images.images, pods.references,
                      scheduling.claims, queues.kueue, queues.gang, pods.replicas, job.backoff, pods.master, pods.istio,
                      job.leftovers, job.job, queues.kueue_v1]
 

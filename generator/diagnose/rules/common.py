@@ -48,6 +48,15 @@ def statuses(pod: dict, init: bool | None = None) -> list[dict]:
     return inits if init else mains if init is False else [*inits, *mains]
 
 
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """Kubernetes' rule: an empty key with Exists matches every key; an empty effect every effect."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
 def job_state(shot: Snapshot) -> tuple[str, dict]:
     return api.condition(shot.job)
 

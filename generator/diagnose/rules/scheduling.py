@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from generator.diagnose.rules import pressure
-from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, objects, pod_name, pods_in
+from generator.diagnose.rules import nodeloss, pressure
+from generator.diagnose.rules.common import ERROR, WARNING, Diagnosis, objects, pod_name, pods_in, tolerates
 from generator.diagnose.snapshot import Snapshot
 from generator.fixtext import setting, value
 
@@ -58,7 +58,10 @@ def _scheduling_causes(message: str, pod: dict, shot: Snapshot) -> list[tuple[st
     # A node short of disk, memory or PIDs: its taint is the kubelet's, lifted once the node has room.
     for condition in dict.fromkeys(c for c in map(pressure.pressure_taint, taints) if c):
         out.append((condition, message, f"a node is under {condition}: " + pressure.fix_for(condition)))
-    others = [t for t in taints if not pressure.pressure_taint(t)]
+    # A lost node's taint is the node lifecycle controller's, lifted once the node is Ready again.
+    for key in dict.fromkeys(k for k in map(nodeloss.lifecycle_taint, taints) if k):
+        out.append((nodeloss.CAUSES[key], message, nodeloss.pending_fix(key)))
+    others = [t for t in taints if not pressure.pressure_taint(t) and not nodeloss.lifecycle_taint(t)]
     if others or ("untolerated taint" in message and not taints):
         shown = ", ".join(sorted(set(others))) or "the nodes' taints"
         out.append(("UntoleratedTaint", message,
@@ -118,24 +121,17 @@ def _untolerated(pod: dict, shot: Snapshot) -> list[str]:
     found = []
     for node in shot.nodes or []:
         for taint in (node.get("spec") or {}).get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tolerations):
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
                 found.append(f"{{{taint.get('key', '')}: {taint.get('value', '')}}}")
     return list(dict.fromkeys(found))
-
-
-def _tolerates(toleration: dict, taint: dict) -> bool:
-    """Kubernetes' rule: an empty key with Exists matches every key; an empty effect every effect."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-        return False
-    if toleration.get("operator") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
 def _toleration_example(shot: Snapshot, shown: list[str]) -> str:
     for node in shot.nodes or []:
         for taint in node["spec"].get("taints") or []:
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not pressure.pressure_taint(taint.get("key", "")):
+            key = taint.get("key", "")
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not pressure.pressure_taint(key) \
+                    and not nodeloss.lifecycle_taint(key):
                 return (f"{{key: {taint['key']}, operator: Equal, value: {taint.get('value', '')}, "
                         f"effect: {taint['effect']}}}")
     return "{key: KEY, operator: Exists, effect: NoSchedule}"
