@@ -19,11 +19,9 @@ LOST_TAINTS = {"Unknown": UNREACHABLE, "False": NOT_READY}  # Ready's status -> 
 CAUSES = {UNREACHABLE: "NodeUnreachable", NOT_READY: "NodeNotReady"}  # a pending pod's cause, by the taint
 TAINT_EVICTION = "DeletionByTaintManager"  # the DisruptionTarget condition's reason on an evicted pod
 DEFAULT_TOLERATION = 300  # seconds: the DefaultTolerationSeconds admission plugin's
-# MERGE: the job chart's value for how long pods stay on a lost node is being added to
-# charts/pytorchjob; until then the fix names `tolerations`, which takes the same entries.
-LOST_NODE_VALUE = value("tolerations")
-# MERGE: the command that starts a stopped node of the local cluster, being built with
-# multi-node clusters; named only for a node labelled as the local cluster's.
+# The job chart's value for how long pods stay on a lost node.
+LOST_NODE_VALUE = value("nodeLossTolerationSeconds")
+# The command that starts a killed node of the local cluster; named only for a node labelled as its.
 NODE_START = "python -m generator cluster node start {node} --dir DIR"
 
 
@@ -211,9 +209,8 @@ def _fix(shot: Snapshot, node: LostNode) -> str:
         steps.append(f"while it stays shut down, `kubectl taint node {n} {OUT_OF_SERVICE}=nodeshutdown:NoExecute` (a "
                      "non-graceful shutdown), and PodGC deletes its Terminating pods (untaint the node once it is back)")
     then = "JobSet then restarts the job" if shot.job_kind.child_jobs else "the operator then makes the replicas' new pods"
-    return ("; or, ".join(steps) + f"; {then}; next time, pods leave a lost node sooner with tolerations for "
-            f"{UNREACHABLE} and {NOT_READY} (NoExecute) whose tolerationSeconds is under the default "
-            f"{DEFAULT_TOLERATION}, set through {LOST_NODE_VALUE}")
+    return ("; or, ".join(steps) + f"; {then}; next time, pods leave a lost node sooner: set {LOST_NODE_VALUE} "
+            f"(their tolerations for {UNREACHABLE} and {NOT_READY}) under the default {DEFAULT_TOLERATION} seconds")
 
 
 def _after(stamp: str | None, seconds: int) -> str | None:

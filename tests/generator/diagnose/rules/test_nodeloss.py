@@ -81,8 +81,8 @@ def test_a_pytorchjob_pod_stuck_terminating_names_the_node_since_when_its_taints
                                "stays shut down, `kubectl taint node node-b "
                                "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute` (a non-graceful shutdown)")
     assert "the operator then makes the replicas' new pods" in lost.fix
-    assert lost.fix.endswith("tolerations for node.kubernetes.io/unreachable and node.kubernetes.io/not-ready "
-                             "(NoExecute) whose tolerationSeconds is under the default 300, set through `tolerations`")
+    assert lost.fix.endswith("set `nodeLossTolerationSeconds` (their tolerations for node.kubernetes.io/unreachable "
+                             "and node.kubernetes.io/not-ready) under the default 300 seconds")
     assert "cluster node start" not in lost.fix  # not the local cluster's node
     assert report.exit_code(found) == report.FOUND
 
