@@ -37,8 +37,15 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> str:
 # What `cluster down --purge` removes: every key, token, certificate and datum the cluster wrote,
 # with the configuration it wrote for the API server and the releases (tests/e2e/test_readme_cluster.py
 # purges a real cluster's folder and finds only the marker left).
-PURGED = ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", "node", "volumes", "logs", "state.json",
-          "admission.yaml", "helm", *releases.VALUES_FILES)
+def _purged() -> tuple[str, ...]:
+    from generator.controlplane import requests
+    from generator.controlplane.realnode import folder_name, netns
+
+    return ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet", *(folder_name(i) for i in range(netns.MAX_NODES)),
+            "volumes", "logs", "state.json", "admission.yaml", "helm", requests.FOLDER, *releases.VALUES_FILES)
+
+
+PURGED = _purged()
 
 
 def purge(layout: Layout) -> list[str]:

@@ -95,6 +95,10 @@ class LocalCluster:
         volume = core.read_namespaced_persistent_volume_claim(claim, namespace).spec.volume_name
         return Path(core.read_persistent_volume(volume).spec.host_path.path)
 
+    def nodes(self) -> list[str]:
+        """The cluster's nodes' names, the first first, as its supervisor records them."""
+        return list(json.loads((self.dir / "state.json").read_text())["nodes"])
+
     def operator_log(self) -> str:
         """The operator pod's log, read as `kubectl logs` reads it: through pods/log and the kubelet."""
         operator = json.loads((self.dir / "state.json").read_text())["operator"]

@@ -172,8 +172,10 @@ def kill(sup: Supervisor, name: str) -> list[int]:
     pids killed."""
     node = sup.real_nodes[name]
     sup.save_node(name, "killed")
-    killed = host.power_cut(sup.layout.root, node.index)
+    # The cable first: the kernel resets a killed process's connections, which a machine that lost
+    # its power never does; its peers must find out the way they would, by their timeouts.
     node.network.cut()
+    killed = host.power_cut(sup.layout.root, node.index)
     for child in sup.node_children(name).values():
         child.proc.wait()
     sup.save()
