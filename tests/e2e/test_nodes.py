@@ -51,7 +51,7 @@ def kubectl(cluster, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_nodes_register_under_stable_names_and_status_lists_them(cluster):
-    status = json.loads(cluster.cli("status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
+    status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
     names = [n["name"] for n in status["nodes"]]
     assert len(names) == NODES and names[1:] == [f"{names[0]}-node{i}" for i in range(2, NODES + 1)]
     assert all(n["ready"] and n["phase"] == "ready" and set(n["processes"]) == {"containerd", "kubelet", "kube-proxy"}

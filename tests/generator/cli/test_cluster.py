@@ -31,6 +31,8 @@ from tests.support.waiting import wait_for
     (["--no-operator", "--image", "my/trainer=host"],
      "--image my/trainer=host runs your code with this machine's python, which only `generator run` does; the node "
      "runs images: give your code's folder instead, `--image my/trainer=DIR[:PATH]`"),
+    (["--nodes", "9"], "Invalid value for '--nodes': 9 is not in the range 1<=x<=8."),
+    (["--node-grace-period", "5"], "Invalid value for '--node-grace-period': 5 is not in the range x>=10."),
     (["--node", "process"], "Invalid value for '--node': 'process': the local cluster has one kind of node, the real "
                             "one (kubelet, containerd, runc and kube-proxy, as on your cluster); it needs root"),
 ])
@@ -63,6 +65,14 @@ def test_a_node_in_a_folder_too_deep_for_its_sockets_is_refused_before_anything_
             f"{deep}/node/containerd/containerd.sock.ttrpc is") in err
     assert "give `cluster up --dir` a shorter folder" in err
     assert not deep.exists()
+
+
+@pytest.mark.parametrize("args", [["kill", "box-node2"], ["start", "box-node2"], ["list"]])
+def test_the_node_commands_without_a_running_cluster_say_how_to_start_one(args, tmp_path):
+    code, out, err = run("cluster", "node", *args, "--dir", str(tmp_path / "cluster"))
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert (f"no cluster runs in {tmp_path / 'cluster'}; start one with `python -m generator cluster up --nodes 3 "
+            f"--dir {tmp_path / 'cluster'}`") in " ".join(err.split()), err
 
 
 def test_operator_values_without_the_operator_is_a_usage_error(tmp_path):
@@ -115,6 +125,8 @@ def test_up_on_a_running_cluster_keeps_its_node_and_refuses_other_node_options(t
         assert (f"the cluster in {folder} runs already, and its node was started otherwise: --cpu 1 (it runs with "
                 f"unset); --gpus 0 (it runs with 2); run `python -m generator cluster down --dir {folder}`, then "
                 "`cluster up` with the node's options") in " ".join(err.split())
+        code, out, err = run("cluster", "up", "--gpus", "2", "--nodes", "3", "--dir", str(folder))
+        assert code == 1 and "--nodes 3 (it runs with 1)" in " ".join(err.split()), err
     finally:
         supervisor.kill()
         supervisor.wait()
@@ -265,7 +277,7 @@ def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
     folder = tmp_path / "cluster"
     Layout(folder).create()
     for name in ("pki/ca.key", "pki/ca.crt", "etcd/member/snap", "kubeconfigs/admin", "kubelet/pods/x/token",
-                 "volumes/pvc-1/model.pt", "logs/etcd.log"):
+                 "volumes/pvc-1/model.pt", "logs/etcd.log", "node3/kubelet/pods/y/token", "requests/1.done"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("secret")
     (folder / "kubeconfig").write_text("admin")
@@ -275,7 +287,7 @@ def test_down_purge_removes_the_keys_and_data_and_nothing_else(tmp_path):
     assert out.splitlines()[0] == "nothing was running"
     removed = out.splitlines()[1].removeprefix("removed: ").split(", ")
     assert sorted(removed) == sorted(str(folder / n) for n in ("pki", "etcd", "kubeconfigs", "kubeconfig", "kubelet",
-                                                                 "volumes", "logs"))
+                                                                 "volumes", "logs", "node3", "requests"))
     assert sorted(p.name for p in folder.iterdir()) == [MARK_FILE, "notes.txt"]  # still a cluster's folder
 
 
