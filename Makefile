@@ -122,6 +122,8 @@ bench: venv $(VENV)/torchx/bin/torchx
 	PATH="$(CURDIR)/$(VENV)/torchx/bin:$$PATH" $(PY) -m tests.support.bench_generator
 	$(PY) -m tests.support.bench_trainer
 	$(PY) -m tests.support.bench_cluster
+	$(PY) -m tests.support.bench_nodeloss
+	$(PY) -m tests.support.bench_nodeloss --defaults --out bench-nodeloss-defaults.json
 
 # torchx, for the generator benchmark's comparison, in a venv of its own.
 $(VENV)/torchx/bin/torchx:

@@ -128,9 +128,7 @@ def down(layout: Layout, grace: float = 60, warn=_warn) -> list[str]:
 
 def _real_node_teardown(layout: Layout, warn=_warn) -> list[str]:
     """What a real node left on the machine (a supervisor killed before it could stop it)."""
-    from generator.controlplane.realnode import config, host
-
-    from generator.controlplane.realnode import folder_name, netns
+    from generator.controlplane.realnode import config, folder_name, host, netns
 
     linked = [p for p in (layout.root / folder_name(i) for i in range(netns.MAX_NODES)) if p.is_symlink()]
     for node in linked:

@@ -11,12 +11,10 @@ times from the kill to each step are written to the module's timeline (tests/sup
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from generator.controlplane import build
 from tests.e2e.conftest import leftover_processes, needs_real_node, start_cluster, stop_cluster, trainer_image
 from tests.support import nodeloss
 from tests.support.waiting import wait_for
@@ -45,11 +43,6 @@ def cluster(tmp_path_factory):
     assert nodeloss.kernel_settings() == kernel  # put back once, by the last cluster to let go
 
 
-def kubectl(cluster, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(build.binary("kubectl")), *args], env=cluster.env, capture_output=True, text=True,
-                          timeout=120)
-
-
 def test_the_nodes_register_under_stable_names_and_status_lists_them(cluster):
     status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
     names = [n["name"] for n in status["nodes"]]
@@ -67,44 +60,22 @@ def test_a_pod_on_every_node_reaches_the_api_servers_service_by_name(cluster):
     assert results == {node: "401" for node in cluster.nodes()}  # answered, and refused without credentials
 
 
-@pytest.mark.parametrize("remedy", ["node started again", "node deleted"])
+@pytest.mark.parametrize("remedy", nodeloss.REMEDIES)
 def test_a_lost_node_holds_both_kinds_until_the_remedy_then_they_resume_and_succeed(cluster, tmp_path, remedy):
-    tag = "back" if remedy == "node started again" else "gone"
-    jobs = [nodeloss.Job(f"{tag}-v1", "PyTorchJob"), nodeloss.Job(f"{tag}-v2", "TrainJob")]
-    for job in jobs:
-        path = nodeloss.values(cluster, tmp_path, job, TOLERATION, DIGITS)
-        cluster.cli("submit", str(path), check=True)
-    try:
-        spread = {job.name: wait_for(lambda j=job: nodeloss.training_on(cluster, j, NODES), 420,
-                                     f"{job.name} to train with one pod on each node") for job in jobs}
-        victim = nodeloss.victim(cluster.nodes(), spread)
-        timeline = nodeloss.Timeline(cluster, victim, jobs)
-        cluster.cli("cluster", "node", "kill", victim, "--dir", str(cluster.dir), check=True)
-        timeline.kill()
-        timeline.wait("NotReady", timeline.not_ready, 120)
-        timeline.wait("evicted", timeline.evicted, 120)
-        for job in jobs:  # diagnose names the lost node while the jobs wait on it
+    def while_lost(jobs, victim):  # diagnose names the lost node while the jobs wait on it
+        for job in jobs:
             said = cluster.cli("diagnose", job.name, check=False).stdout
             assert "NodeLost" in said and f"on node {victim}" in said, said
             assert f"cluster node start {victim}" in said and "kubectl delete" in said, said
             assert ("JobSet" if job.kind == "TrainJob" else "no pod holds its index") in said, said
-        if remedy == "node started again":
-            cluster.cli("cluster", "node", "start", victim, "--dir", str(cluster.dir), check=True)
-        else:
-            assert kubectl(cluster, "delete", "node", victim).returncode == 0
-        timeline.remedied(remedy)
-        timeline.wait("replaced", timeline.replaced, 300)
-        timeline.wait("succeeded", timeline.succeeded, 420)
-        for job in jobs:
-            assert "resumed from /opt/pytorch/output/checkpoints/" in nodeloss.rank0_log(cluster, job)
-        nodeloss.record(timeline, remedy, Path(cluster.dir).parent / "timeline.json")
-    finally:
-        for job in jobs:
-            cluster.cli("delete", job.name, check=False)
-            cluster.core().delete_namespaced_persistent_volume_claim(f"{job.name}-output", "default")
+
+    timeline = nodeloss.rehearse(cluster, tmp_path, remedy, TOLERATION, DIGITS, while_lost, NODES)
+    marks = timeline.marks
+    assert marks["NotReady"] < marks["evicted"] < marks["replaced"] < marks["succeeded"], marks
+    nodeloss.record(timeline, remedy, Path(cluster.dir).parent / "timeline.json")
     if remedy == "node deleted":  # the machine back after all: it registers its Node anew
-        cluster.cli("cluster", "node", "start", victim, "--dir", str(cluster.dir), check=True)
-        wait_for(lambda: nodeloss.ready(cluster, victim), 120, f"{victim} to register again")
+        cluster.cli("cluster", "node", "start", timeline.node, "--dir", str(cluster.dir), check=True)
+        wait_for(lambda: nodeloss.ready(cluster, timeline.node), 120, f"{timeline.node} to register again")
 
 
 def test_cluster_down_after_a_kill_leaves_nothing_running_mounted_or_changed(cluster):

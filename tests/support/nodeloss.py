@@ -74,13 +74,14 @@ def pull_everywhere(cluster, image: str, nodes: list[str]) -> None:
     on_every_node(cluster, nodes, image, ["true"], within=900)
 
 
-def values(cluster, tmp_path: Path, job: Job, toleration: int, args: list[str]) -> Path:
+def values(cluster, tmp_path: Path, job: Job, toleration: int | None, args: list[str]) -> Path:
     """Master and two Workers (v1) or three nodes (v2), each preferring a node of its own; a claim for
     the checkpoints, which every node reaches."""
     path = tmp_path / f"{job.name}.yaml"
     target = ["--target", "v2", "--backoff-limit", "3"] if job.kind == "TrainJob" else []
+    shortened = ["--node-loss-toleration", str(toleration)] if toleration is not None else []
     cluster.cli("values", "--name", job.name, "--workers", "2", "--cpu", "100m", "--memory", "256Mi", "--output-size",
-                "1Gi", "--node-loss-toleration", str(toleration), *target, *args, "-o", str(path), check=True)
+                "1Gi", *shortened, *target, *args, "-o", str(path), check=True)
     key, value = job.selector.split("=")
     chosen = yaml.safe_load(path.read_text())
     chosen["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -166,6 +167,48 @@ class Timeline:
                   for j in self.jobs]
         assert "Failed" not in states, states
         return all(s in ("Succeeded", "Complete") for s in states)
+
+
+REMEDIES = ("node started again", "node deleted")
+
+
+def rehearse(cluster, tmp_path: Path, remedy: str, toleration: int | None, args: list[str], while_lost=None,
+             nodes: int = 3) -> Timeline:
+    """A PyTorchJob and a TrainJob spread over the nodes, one node holding neither's rank 0 killed
+    once both have checkpointed, `while_lost(jobs, node)` while their pods are Terminating there,
+    then `remedy`, until both succeed; the jobs deleted after. The timeline of it."""
+    tag = "back" if remedy == REMEDIES[0] else "gone"
+    jobs = [Job(f"{tag}-v1", "PyTorchJob"), Job(f"{tag}-v2", "TrainJob")]
+    for job in jobs:
+        cluster.cli("submit", str(values(cluster, tmp_path, job, toleration, args)), check=True)
+    try:
+        spread = {job.name: wait_for(lambda j=job: training_on(cluster, j, nodes), 420,
+                                     f"{job.name} to train with one pod on each node") for job in jobs}
+        timeline = Timeline(cluster, victim(cluster.nodes(), spread), jobs)
+        cluster.cli("cluster", "node", "kill", timeline.node, "--dir", str(cluster.dir), check=True)
+        timeline.kill()
+        timeline.wait("NotReady", timeline.not_ready, 600)
+        timeline.wait("evicted", timeline.evicted, 900)
+        if while_lost:
+            while_lost(jobs, timeline.node)
+        if remedy == REMEDIES[0]:
+            cluster.cli("cluster", "node", "start", timeline.node, "--dir", str(cluster.dir), check=True)
+        else:
+            from generator.controlplane import build
+
+            subprocess.run([str(build.binary("kubectl")), "delete", "node", timeline.node], env=cluster.env,
+                           check=True, capture_output=True, timeout=120)
+        timeline.remedied(remedy)
+        timeline.wait("replaced", timeline.replaced, 600)
+        timeline.wait("succeeded", timeline.succeeded, 900)
+        for job in jobs:
+            assert "resumed from /opt/pytorch/output/checkpoints/" in rank0_log(cluster, job), job
+        return timeline
+    finally:
+        for job in jobs:
+            cluster.cli("delete", job.name, check=False)
+            cluster.core().delete_namespaced_persistent_volume_claim(f"{job.name}-output", "default")
+        wait_for(lambda: not any(pods(cluster, j) for j in jobs), 300, "the jobs' pods to go")
 
 
 def record(timeline: Timeline, remedy: str, path: Path) -> dict:
