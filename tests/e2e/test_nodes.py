@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.e2e, needs_real_node, pytest.mark.timeout(1500)]
 NODES = 3
 GRACE = 10  # --node-grace-period: seconds to NotReady
 TOLERATION = 5  # nodeLossTolerationSeconds: seconds on a lost node before eviction
-DIGITS = ["--arg=--dataset=digits", "--arg=--threads=1", "--arg=--epochs=60",
+DIGITS = ["--arg=--dataset=digits", "--arg=--threads=1", "--arg=--epochs=30",
           # A lost peer sends nothing: the survivors find out at the process group's timeout.
           "--arg=--rdzv-timeout=45"]
 

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  if not args.defaults else [])])
         try:
             nodeloss.pull_everywhere(cluster, trainer_image(), cluster.nodes())
-            trainer = ["--arg=--dataset=digits", "--arg=--threads=1", "--arg=--epochs=60",
+            trainer = ["--arg=--dataset=digits", "--arg=--threads=1", "--arg=--epochs=30",
                        f"--arg=--rdzv-timeout={settings['timeout']}"]
             runs = []
             for remedy in nodeloss.REMEDIES:
