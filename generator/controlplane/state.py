@@ -75,9 +75,6 @@ class InstalledRelease:
     chart: str = ""  # where helm installed it from: a folder, or oci://HOST/charts/NAME
 
 
-NODE_PHASES = ("starting", "ready", "killed")
-
-
 @dataclass(frozen=True)
 class NodeState:
     """One node as its supervisor runs it: starting, ready, or killed (`cluster node kill`, which
