@@ -88,11 +88,14 @@ def test_cluster_status_names_every_process_and_its_log(cluster):
     report = json.loads(proc.stdout)
     assert report["phase"] == "ready"
     names = {p["name"]: p for p in report["processes"]}
-    # The node runs containerd, kube-proxy and the cluster's DNS beside its kubelet.
+    node = report["node"]
+    # The node runs containerd and kube-proxy beside its kubelet (each known as PROGRAM@NODE), the cluster its DNS.
     assert set(names) == {"supervisor", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                          "kubelet", "containerd", "kube-proxy", "coredns"}
+                          f"kubelet@{node}", f"containerd@{node}", f"kube-proxy@{node}", "coredns"}
     assert all(p["running"] for p in names.values())
-    assert names["kubelet"]["log"] == str(cluster.dir / "logs" / "kubelet.log")
+    assert names[f"kubelet@{node}"]["log"] == str(cluster.dir / "logs" / f"kubelet@{node}.log")
+    assert [(n["name"], n["phase"], sorted(n["processes"])) for n in report["nodes"]] == [
+        (node, "ready", ["containerd", "kube-proxy", "kubelet"])]
     again = cluster.cli("cluster", "up", "--dir", str(cluster.dir), check=True)
     assert again.stdout == f"export KUBECONFIG={cluster.kubeconfig}\n"  # already up: the same cluster
 

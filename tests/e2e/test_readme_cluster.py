@@ -42,6 +42,7 @@ def same_words(text: str, cluster_dir: Path, cache: Path, node: str) -> str:
     text = text.replace(str(cluster_dir), README_CLUSTER).replace(str(cache), README_CACHE)
     text = text.replace(f"{ROOT}/", "")  # the README's commands run in the checkout, which this folder stands for
     text = re.sub(rf"\bnode:? {re.escape(node)} \(", lambda m: m.group(0).replace(node, "vm"), text)
+    text = re.sub(rf"@{re.escape(node)}\b", "@vm", text)  # a node's processes and logs: PROGRAM@NODE
     text = re.sub(r"\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b", lambda m: "ADDRESS:PORT" if m.group(2) else "ADDRESS", text)
     text = re.sub(r"pvc-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "pvc-ID", text)
     text = re.sub(r"\(pid \d+\)", "(pid PID)", text)

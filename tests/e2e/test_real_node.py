@@ -151,7 +151,7 @@ def user_image(tmp_path_factory) -> str:
 def cluster(request, tmp_path_factory, before):
     request.getfixturevalue("user_image")  # in the registry before `cluster up`, as a user would load it
     c = start_cluster(tmp_path_factory.mktemp("real"), None, ["--trainer"])
-    real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+    real_node.import_image(Folders.of(Layout(c.dir)), probe_archive(tmp_path_factory.mktemp("probe")))
     yield c
     stop_cluster(c)
     forget_images(c.dir)
@@ -180,7 +180,7 @@ def restricted_ns(cluster, request):
 
 def test_the_node_runs_containerd(cluster):
     status = json.loads(cluster.cli("cluster", "status", "--dir", str(cluster.dir), "--format", "json", check=True).stdout)
-    assert {"containerd", "kubelet"} <= {p["name"] for p in status["processes"]}
+    assert {"containerd", "kubelet"} <= set(status["nodes"][0]["processes"])
     (node,) = cluster.core().list_node().items
     assert node.status.node_info.container_runtime_version.startswith("containerd://2."), node.status.node_info
     assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
@@ -560,7 +560,7 @@ def test_down_stops_the_pods_with_sigterm_and_leaves_nothing_and_puts_the_kernel
 def test_down_after_the_supervisor_was_killed_leaves_nothing(tmp_path_factory, before):
     c = start_cluster(tmp_path_factory.mktemp("real-killed"), None, NODE)
     try:
-        real_node.import_image(Layout(c.dir), probe_archive(tmp_path_factory.mktemp("probe")))
+        real_node.import_image(Folders.of(Layout(c.dir)), probe_archive(tmp_path_factory.mktemp("probe")))
         run_a_pod(c)
         supervisor = json.loads((c.dir / "state.json").read_text())["pid"]
     except BaseException:
