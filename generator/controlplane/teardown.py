@@ -63,11 +63,17 @@ def purge(layout: Layout) -> list[str]:
         if target.is_symlink() or target.is_file():
             target.unlink()
         elif target.is_dir():
-            shutil.rmtree(target)
+            shutil.rmtree(target, onerror=_gone_already)
         else:
             continue
         removed.append(str(target))
     return removed
+
+
+def _gone_already(function, path, info) -> None:
+    """A file that went while the tree was removed (a pod's, as its container ended) is no error."""
+    if not issubclass(info[0], FileNotFoundError):
+        raise info[1]
 
 
 def strays(root: Path) -> list[int]:

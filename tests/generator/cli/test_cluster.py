@@ -420,3 +420,13 @@ def test_up_names_the_releases_it_installs_as_it_installs_them():
     assert f"release {trainer_release.NAME} in {trainer_release.NAMESPACE}" in said
     assert f"release {kueue_release.NAME} in {kueue_release.NAMESPACE}" in said
     assert f"the LocalQueue `{kueue_release.LOCAL_QUEUE}` in namespace {kueue_release.QUEUE_NAMESPACE}" in said
+
+
+def test_purge_passes_over_a_file_that_went_while_it_removed_the_tree_and_no_other_error():
+    from generator.controlplane import teardown
+
+    gone = FileNotFoundError(2, "No such file or directory", "Pragma.pm")
+    teardown._gone_already(os.unlink, "Pragma.pm", (FileNotFoundError, gone, None))
+    denied = PermissionError(13, "Permission denied", "ca.key")
+    with pytest.raises(PermissionError):
+        teardown._gone_already(os.unlink, "ca.key", (PermissionError, denied, None))
