@@ -70,7 +70,7 @@ def purge(layout: Layout) -> list[str]:
     return removed
 
 
-def _gone_already(function, path, info) -> None:
+def _gone_already(_function, _path, info) -> None:
     """A file that went while the tree was removed (a pod's, as its container ended) is no error."""
     if not issubclass(info[0], FileNotFoundError):
         raise info[1]
