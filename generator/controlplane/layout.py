@@ -161,8 +161,13 @@ class Layout:
 
 def started_by(pid: int, root: Path) -> bool:
     """Whether a running process belongs to the cluster in `root` (a recorded pid may have been reused)."""
+    return carries(pid, MARKER, str(root))
+
+
+def carries(pid: int, name: str, value: str) -> bool:
+    """Whether a running process's environment holds NAME=VALUE (False when it cannot be read)."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    return f"{MARKER}={root}".encode() in environ
+    return f"{name}={value}".encode() in environ

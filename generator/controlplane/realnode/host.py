@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from generator.controlplane import network
-from generator.controlplane.layout import Layout, started_by
+from generator.controlplane.layout import Layout, carries, started_by
 from generator.controlplane.realnode import cgroups, folder_name, kernel, netns
 from generator.controlplane.realnode.config import NODE_MARKER, Folders
 
@@ -117,21 +117,14 @@ def _marked(root: Path) -> list[int]:
             if e.name.isdigit() and int(e.name) not in me and started_by(int(e.name), root)]
 
 
-def _of_node(pid: int, folders: Folders) -> bool:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"{NODE_MARKER}={folders.root}".encode() in environ
-
-
 def power_cut(root: Path, index: int) -> list[int]:
     """One node gone at once, as when its machine loses power: every process of it (its containers,
     containerd, the shims, the kubelet and kube-proxy) stopped first, so none sees the others go and
     reacts, then killed; its folder is all that is left. The pids killed."""
     folders = Folders.of(Layout(root), index)
     groups = cgroup_folders(root, index)
-    victims = sorted({*(p for g in groups for p in cgroups.pids(g)), *(p for p in _marked(root) if _of_node(p, folders))})
+    own = [p for p in _marked(root) if carries(p, NODE_MARKER, str(folders.root))]
+    victims = sorted({*(p for g in groups for p in cgroups.pids(g)), *own})
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         for pid in victims:
             try:

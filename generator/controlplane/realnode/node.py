@@ -24,12 +24,15 @@ if TYPE_CHECKING:
     from generator.controlplane.supervisor import Supervisor
 
 
-def describe(sup: Supervisor, index: int = 0) -> config.RealNode:
+def describe(sup: Supervisor) -> list[config.RealNode]:
+    """Every node of the cluster: the machine's packages, the registry's names and the kubelet's
+    reservation read once, each node its own ports."""
     runc, cni = packaged.install(say=lambda line: print(line, flush=True))
     free = ports.free_port
-    reserved = support.system_reserved(sup.node, support.Capacity.read())
-    return config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
-                           mirror(), tuple(sorted(reserved.items())), index)
+    reserved = tuple(sorted(support.system_reserved(sup.node, support.Capacity.read()).items()))
+    pulls = mirror()
+    return [config.RealNode(sup.config, config.NodePorts(kubelet=free(), healthz=free(), dns_ready=free()), runc, cni,
+                            pulls, reserved, index) for index in range(sup.node.count)]
 
 
 def mirror(reg: Registry | None = None) -> config.Mirror:
@@ -64,7 +67,7 @@ def copy_registry_client(reg: Registry, folders: config.Folders) -> None:
 def start(sup: Supervisor) -> None:
     """The first node, with what every node shares: the cluster's DNS and the kernel settings'
     record (the other nodes join after the releases: `more_nodes`)."""
-    nodes = [describe(sup, i) for i in range(sup.node.count)]
+    nodes = describe(sup)
     for node in nodes:
         config.check_sockets(node.folders)
     done, _ = host.teardown(sup.layout.root)  # what a killed earlier run of this cluster left
