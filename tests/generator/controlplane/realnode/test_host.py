@@ -121,7 +121,7 @@ def test_a_power_cut_kills_one_nodes_containers_and_processes_and_nothing_of_the
         from tests.support.waiting import wait_for
 
         # Under a loaded machine's scheduler, a process just started may not show its environment yet.
-        wait_for(lambda: all(carries(k.pid, NODE_MARKER, str(cluster / f)) for (_, k), f in zip(started, ("node", "node2"))),
+        wait_for(lambda: all(carries(k.pid, NODE_MARKER, str(cluster / f)) for (_, k), f in zip(started, ("node", "node2"), strict=True)),
                  30, "the started processes to show their environment")
         killed = host.power_cut(cluster, 1)
         (first_container, first_kubelet), (container, kubelet) = started
