@@ -19,7 +19,7 @@ from tests.e2e.conftest import leftover_processes, needs_real_node, start_cluste
 from tests.support import nodeloss
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, needs_real_node, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.e2e, pytest.mark.alone, needs_real_node, pytest.mark.timeout(1500)]
 NODES = 3
 GRACE = 10  # --node-grace-period: seconds to NotReady
 TOLERATION = 5  # nodeLossTolerationSeconds: seconds on a lost node before eviction

@@ -96,7 +96,8 @@ def test_a_kubeflow_sdk_training_function_runs_on_its_base_image_as_a_copy_of_th
                            str(cluster.kubeconfig), ns, "fromfunc"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     proc = cluster.cli("wait", "fromfunc", "-n", ns, "--for", "Succeeded", "--timeout", "600", timeout=660)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, "\n".join([proc.stderr, cluster.cli("diagnose", "fromfunc", "-n", ns).stdout,
+                                             cluster.cli("logs", "fromfunc", "-n", ns).stdout])
     logs = cluster.cli("logs", "fromfunc", "-n", ns, "--replica", "master-0", check=True).stdout
     ranks = re.search(r"^master-0 \| sdk function: (\d+) ranks, sum of ranks (\d+)$", logs, re.M)
     assert ranks, logs

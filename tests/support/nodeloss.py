@@ -55,8 +55,9 @@ def on_every_node(cluster, nodes: list[str], image: str, argv: list[str], within
         core.create_namespaced_pod("default", _pod(name, node, image, argv))
     try:
         def ended() -> bool:
-            phases = {core.read_namespaced_pod(n, "default").status.phase for n in names.values()}
-            assert "Failed" not in phases, {n: cluster.log(n, "default") for n in names.values()}
+            found = {n: core.read_namespaced_pod(n, "default") for n in names.values()}
+            phases = {pod.status.phase for pod in found.values()}
+            assert "Failed" not in phases, {n: why_failed(cluster, pod) for n, pod in found.items()}
             return phases == {"Succeeded"}
 
         wait_for(ended, within, f"{' '.join(argv)} to run on every node")
@@ -66,6 +67,14 @@ def on_every_node(cluster, nodes: list[str], image: str, argv: list[str], within
             core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
         wait_for(lambda: not [p for p in core.list_namespaced_pod("default").items if p.metadata.name in
                               names.values()], 120, "the pods to go")
+
+
+def why_failed(cluster, pod) -> dict:
+    """What a failed pod's status says (a kubelet's rejection has a reason and no container), its
+    containers' ends, and its log."""
+    ends = {c.name: c.state.terminated.to_dict() for c in (pod.status.container_statuses or []) if c.state.terminated}
+    return {"reason": pod.status.reason, "message": pod.status.message, "containers": ends,
+            "log": cluster.log(pod.metadata.name, "default")}
 
 
 def pull_everywhere(cluster, image: str, nodes: list[str]) -> None:
