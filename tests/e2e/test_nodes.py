@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import leftover_processes, needs_real_node, start_cluster, stop_cluster, trainer_image
+from tests.e2e.conftest import forget_images, leftover_processes, needs_real_node, start_cluster, stop_cluster, trainer_image
 from tests.support import nodeloss
 from tests.support.waiting import wait_for
 
@@ -39,6 +39,7 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         stop_cluster(c)
+        forget_images(folder)
     assert leftover_processes(folder) == []
     assert nodeloss.kernel_settings() == kernel  # put back once, by the last cluster to let go
 
